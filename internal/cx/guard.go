@@ -1,0 +1,202 @@
+package cx
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+
+	"github.com/fiorix/go-diameter/v4/diam"
+	"github.com/fiorix/go-diameter/v4/diam/datatype"
+)
+
+// go-diameter v4.3.0 closes a connection whenever a message fails to decode, including a request for an unknown
+// command or application, and can panic on some malformed AVPs. The guard sits between the socket and go-diameter:
+// it reads whole messages, decodes each one (recovering from panics) and answers the ones that cannot be served
+// itself, so a bad request costs one error answer and not the connection. Only broken framing (wrong version or an
+// impossible length) closes the connection, because nothing after it can be trusted.
+
+const headerLen = 20
+
+var errBadFraming = errors.New("cx: diameter framing lost")
+
+type guardListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l *guardListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &guardConn{Conn: c, s: l.s}, nil
+}
+
+type guardConn struct {
+	net.Conn
+	s       *Server
+	wmu     sync.Mutex
+	pending []byte
+	hdr     [headerLen]byte
+}
+
+func (c *guardConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *guardConn) Read(p []byte) (int, error) {
+	for len(c.pending) == 0 {
+		frame, err := c.readFrame()
+		if err != nil {
+			return 0, err
+		}
+		if c.admit(frame) {
+			c.pending = frame
+		}
+	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
+}
+
+func (c *guardConn) readFrame() ([]byte, error) {
+	if _, err := io.ReadFull(c.Conn, c.hdr[:]); err != nil {
+		return nil, err
+	}
+	version := c.hdr[0]
+	length := int(uint32(c.hdr[1])<<16 | uint32(c.hdr[2])<<8 | uint32(c.hdr[3]))
+	if version != 1 || length < headerLen || length > c.s.cfg.MaxMessageSize || length%4 != 0 {
+		c.s.log.Warn("cx: closing connection: bad diameter header", "peer", c.RemoteAddr().String(),
+			"version", version, "length", length)
+		return nil, errBadFraming
+	}
+	frame := make([]byte, length)
+	copy(frame, c.hdr[:])
+	if _, err := io.ReadFull(c.Conn, frame[headerLen:]); err != nil {
+		return nil, err
+	}
+	return frame, nil
+}
+
+// admit decides whether go-diameter may see the frame. Requests it cannot serve are answered here.
+func (c *guardConn) admit(frame []byte) bool {
+	flags := frame[4]
+	code := uint32(frame[5])<<16 | uint32(frame[6])<<8 | uint32(frame[7])
+	app := binary.BigEndian.Uint32(frame[8:12])
+	isRequest := flags&diam.RequestFlag != 0
+	d := Dict()
+	if _, err := d.App(app); err != nil && app != 0 {
+		return c.reject(frame, isRequest, ApplicationUnsupport, fmt.Sprintf("application %d is not supported", app))
+	}
+	if _, err := d.FindCommand(app, code); err != nil {
+		return c.reject(frame, isRequest, CommandUnsupported, fmt.Sprintf("command %d is not supported", code))
+	}
+	if isRequest && flags&diam.ErrorFlag != 0 {
+		return c.reject(frame, isRequest, InvalidHdrBits, "request with the E bit set")
+	}
+	if err := tryDecode(frame); err != nil {
+		res := InvalidAVPValue
+		if strings.Contains(err.Error(), "too short") || strings.Contains(err.Error(), "length") {
+			res = InvalidAVPLength
+		}
+		return c.reject(frame, isRequest, res, err.Error())
+	}
+	return true
+}
+
+func tryDecode(frame []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("undecodable message: %v", p)
+		}
+	}()
+	_, err = diam.ReadMessage(bytes.NewReader(frame), Dict())
+	return err
+}
+
+// reject answers a request with an error result (answers are dropped) and keeps the connection.
+func (c *guardConn) reject(frame []byte, isRequest bool, res Result, msg string) bool {
+	peer := c.RemoteAddr().String()
+	if !isRequest {
+		c.s.log.Warn("cx: dropped an answer that cannot be decoded", "peer", peer, "err", msg)
+		return false
+	}
+	hdr, err := diam.DecodeHeader(frame[:headerLen])
+	if err != nil {
+		return false
+	}
+	flags := uint8(0)
+	if res.Code >= 3000 && res.Code < 4000 {
+		flags |= diam.ErrorFlag
+	}
+	flags |= hdr.CommandFlags & diam.ProxiableFlag
+	ans := diam.NewMessage(hdr.CommandCode, flags, hdr.ApplicationID, hdr.HopByHopID, hdr.EndToEndID, Dict())
+	sid := rawSessionID(frame[headerLen:])
+	if sid != "" {
+		ans.AddAVP(m0(avpSessionID, datatype.UTF8String(sid)))
+	}
+	ans.AddAVP(m0(avpResultCode, datatype.Unsigned32(res.Code)))
+	ans.AddAVP(m0(avpOriginHost, datatype.DiameterIdentity(c.s.cfg.OriginHost)))
+	ans.AddAVP(m0(avpOriginRealm, datatype.DiameterIdentity(c.s.cfg.OriginRealm)))
+	ans.AddAVP(diam.NewAVP(avpErrorMessage, 0, 0, datatype.UTF8String(truncate(msg, 200))))
+	b, err := ans.Serialize()
+	if err != nil {
+		c.s.log.Warn("cx: cannot build error answer", "peer", peer, "err", err)
+		return false
+	}
+	if _, err := c.Write(b); err != nil {
+		c.s.log.Warn("cx: write error answer", "peer", peer, "err", err)
+	}
+	c.s.log.Warn("cx: rejected request", "peer", peer, "cmd", hdr.CommandCode, "app", hdr.ApplicationID,
+		"session_id", sid, "result_code", res.Code, "err", msg)
+	if c.s.observe != nil {
+		c.s.observe(Exchange{Command: commandLabel(hdr.ApplicationID, hdr.CommandCode), Remote: peer, SessionID: sid, Result: res, Error: msg})
+	}
+	return false
+}
+
+func commandLabel(app, code uint32) string {
+	if app == AppID && code >= CmdUA && code <= CmdPP {
+		return CommandName(code)
+	}
+	return "unknown"
+}
+
+// rawSessionID finds a Session-Id AVP (263, vendor 0) among the top-level AVPs without trusting the dictionary.
+func rawSessionID(b []byte) string {
+	for len(b) >= 8 {
+		code := binary.BigEndian.Uint32(b[0:4])
+		flags := b[4]
+		l := int(uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7]))
+		if l < 8 || l > len(b) {
+			return ""
+		}
+		hdr := 8
+		if flags&0x80 != 0 {
+			hdr = 12
+		}
+		if code == avpSessionID && hdr == 8 {
+			return string(b[hdr:l])
+		}
+		padded := (l + 3) &^ 3
+		if padded > len(b) {
+			return ""
+		}
+		b = b[padded:]
+	}
+	return ""
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

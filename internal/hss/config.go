@@ -1,0 +1,111 @@
+// Package hss is the testbed's Home Subscriber Server: the Cx procedures of TS 29.228 (UAR, LIR, MAR, SAR) over a
+// durable subscriber and registration store, with the quasi-pool additions of the study: UAR and LIR with
+// User-Authorization-Type 2 return the S-CSCF capabilities, and SCSCF-Restoration-Info is kept per private identity
+// so that another S-CSCF can take a registered user over.
+package hss
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/imslab/quasipool/internal/cx"
+)
+
+// Config is the HSS configuration (YAML file, all fields optional).
+type Config struct {
+	OriginHost     string `yaml:"origin_host"`     // Diameter identity (default hss.ims.test)
+	OriginRealm    string `yaml:"origin_realm"`    // default ims.test
+	DiameterListen string `yaml:"diameter_listen"` // default 127.0.0.1:3868
+	HTTPListen     string `yaml:"http_listen"`     // provisioning API and /metrics (default 127.0.0.1:8090)
+	DataDir        string `yaml:"data_dir"`        // database directory (default ./data/hss)
+	// SubscribersFile is a YAML provisioning file imported at start (idempotent).
+	SubscribersFile string `yaml:"subscribers_file"`
+	// LabSubscribers imports the default lab's test subscribers user0001…user1000 at start.
+	LabSubscribers bool `yaml:"lab_subscribers"`
+	// CapabilitySets are returned as Server-Capabilities; a subscriber names one, "default" otherwise.
+	CapabilitySets map[string]cx.ServerCapabilities `yaml:"capability_sets"`
+	// EventsFile receives one JSON line per answered request ("" = none, "-" = stdout).
+	EventsFile string `yaml:"events_file"`
+	// UnsafeNoSync skips fsync: a crash of the machine (not of the process) may lose writes. Benchmarks only.
+	UnsafeNoSync bool `yaml:"unsafe_no_sync"`
+	// MaxConcurrentHandlers bounds the requests in progress per Diameter connection (default 256).
+	MaxConcurrentHandlers int `yaml:"max_concurrent_handlers"`
+	Log                   struct {
+		Format string `yaml:"format"`
+		Level  string `yaml:"level"`
+	} `yaml:"log"`
+}
+
+// DefaultConfig returns the configuration of the default lab.
+func DefaultConfig() Config {
+	c := Config{}
+	c.applyDefaults()
+	return c
+}
+
+func (c *Config) applyDefaults() {
+	if c.OriginHost == "" {
+		c.OriginHost = "hss.ims.test"
+	}
+	if c.OriginRealm == "" {
+		c.OriginRealm = "ims.test"
+	}
+	if c.DiameterListen == "" {
+		c.DiameterListen = "127.0.0.1:3868"
+	}
+	if c.HTTPListen == "" {
+		c.HTTPListen = "127.0.0.1:8090"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "./data/hss"
+	}
+	if c.CapabilitySets == nil {
+		c.CapabilitySets = map[string]cx.ServerCapabilities{}
+	}
+	if _, ok := c.CapabilitySets["default"]; !ok {
+		// The lab's S-CSCFs all offer capability 1 (basic call); preferred names are left to the I-CSCF's pool.
+		c.CapabilitySets["default"] = cx.ServerCapabilities{Mandatory: []uint32{1}}
+	}
+}
+
+// Validate checks the configuration and names the bad field.
+func (c *Config) Validate() error {
+	if c.MaxConcurrentHandlers < 0 {
+		return errors.New("hss config: max_concurrent_handlers: must not be negative")
+	}
+	for name, set := range c.CapabilitySets {
+		if name == "" {
+			return errors.New("hss config: capability_sets: a set has an empty name")
+		}
+		for i, n := range set.ServerNames {
+			if n == "" {
+				return fmt.Errorf("hss config: capability_sets.%s.server_names[%d]: must not be empty", name, i)
+			}
+		}
+	}
+	return nil
+}
+
+// LoadConfig reads a YAML configuration file strictly: an unknown field is an error that names it.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("hss config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return c, fmt.Errorf("hss config %s: %w", path, err)
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
