@@ -199,3 +199,5 @@ func mv(code uint32, d datatype.Type) *diam.AVP {
 func v(code uint32, d datatype.Type) *diam.AVP  { return diam.NewAVP(code, avp.Vbit, Vendor3GPP, d) }
 func m0(code uint32, d datatype.Type) *diam.AVP { return diam.NewAVP(code, avp.Mbit, VendorNone, d) }
 func grp(avps ...*diam.AVP) *diam.GroupedAVP    { return &diam.GroupedAVP{AVP: avps} }
+
+func utf8(s string) datatype.UTF8String { return datatype.UTF8String(s) }

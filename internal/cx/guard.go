@@ -26,7 +26,9 @@ var errBadFraming = errors.New("cx: diameter framing lost")
 
 type guardListener struct {
 	net.Listener
-	s *Server
+	s     *Server
+	mu    sync.Mutex
+	conns map[*guardConn]struct{}
 }
 
 func (l *guardListener) Accept() (net.Conn, error) {
@@ -34,15 +36,44 @@ func (l *guardListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &guardConn{Conn: c, s: l.s}, nil
+	gc := &guardConn{Conn: c, s: l.s, l: l}
+	l.mu.Lock()
+	if l.conns == nil {
+		l.conns = map[*guardConn]struct{}{}
+	}
+	l.conns[gc] = struct{}{}
+	l.mu.Unlock()
+	return gc, nil
+}
+
+// closeAll closes every connection still open (go-diameter's Server.Close closes only the listener).
+func (l *guardListener) closeAll() {
+	l.mu.Lock()
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	for c := range conns {
+		_ = c.Conn.Close()
+	}
 }
 
 type guardConn struct {
 	net.Conn
 	s       *Server
+	l       *guardListener
+	closed  sync.Once
 	wmu     sync.Mutex
 	pending []byte
 	hdr     [headerLen]byte
+}
+
+func (c *guardConn) Close() error {
+	c.closed.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 func (c *guardConn) Write(p []byte) (int, error) {

@@ -155,7 +155,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Unlock()
 	go s.drainErrors(ctx)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(&guardListener{Listener: ln, s: s}) }()
+	gl := &guardListener{Listener: ln, s: s}
+	go func() { errc <- srv.Serve(gl) }()
 	select {
 	case <-ctx.Done():
 		s.mu.Lock()
@@ -164,6 +165,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		_ = srv.Close()
 		_ = ln.Close()
 		<-errc
+		gl.closeAll()
 		return nil
 	case err := <-errc:
 		return fmt.Errorf("cx server: %w", err)

@@ -1,0 +1,167 @@
+package cx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/fiorix/go-diameter/v4/diam"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// roundTrip serialises a request the way the client does and decodes it the way the server does.
+func encodeRequest(code uint32, env Envelope, payload []*diam.AVP) *diam.Message {
+	m := diam.NewRequest(code, AppID, Dict())
+	m.AddAVP(m0(avpSessionID, utf8(env.SessionID)))
+	for _, a := range env.avps() {
+		m.AddAVP(a)
+	}
+	for _, a := range payload {
+		m.AddAVP(a)
+	}
+	b, err := m.Serialize()
+	Expect(err).NotTo(HaveOccurred())
+	out, err := diam.ReadMessage(bytes.NewReader(b), Dict())
+	Expect(err).NotTo(HaveOccurred())
+	return out
+}
+
+var env = Envelope{SessionID: "icscf.ims.test;1;2", OriginHost: "icscf.ims.test", OriginRealm: "ims.test", DestinationRealm: "ims.test"}
+
+var _ = Describe("Cx codec", Label("unit"), func() {
+	It("loads a dictionary with base and Cx only", func() {
+		apps := Dict().Apps()
+		ids := []uint32{}
+		for _, a := range apps {
+			ids = append(ids, a.ID)
+		}
+		Expect(ids).To(ConsistOf(uint32(0), AppID))
+	})
+
+	It("round-trips a UAR with User-Authorization-Type 2", func() {
+		q := &UAR{Envelope: env, UserName: "alice@ims.test", PublicIdentity: "sip:alice@ims.test",
+			VisitedNetworkIdentifier: "ims.test", AuthorizationType: UATRegistrationAndCapabilities,
+			SupportedFeatures: []SupportedFeatures{{VendorID: Vendor3GPP, ListID: 1, FeatureList: FeatureIMSRestorationInd}}}
+		got, rerr := decodeUAR(encodeRequest(CmdUA, env, q.avps()))
+		Expect(rerr).To(BeNil())
+		Expect(got).To(Equal(q))
+	})
+
+	It("round-trips a LIR with Originating-Request and UAT 2", func() {
+		t := UATRegistrationAndCapabilities
+		q := &LIR{Envelope: env, PublicIdentity: "sip:bob@ims.test", Originating: true, AuthorizationType: &t}
+		got, rerr := decodeLIR(encodeRequest(CmdLI, env, q.avps()))
+		Expect(rerr).To(BeNil())
+		Expect(got).To(Equal(q))
+	})
+
+	It("round-trips a SAR with SCSCF-Restoration-Info, including the nested subscription dialogs", func() {
+		rest := &SCSCFRestorationInfo{UserName: "alice@ims.test", AuthScheme: SchemeSIPDigest,
+			RegistrationTimeOut: time.Unix(1900000000, 0),
+			Registrations: []RestorationInfo{{
+				Path: "<sip:term@pcscf1.ims.test;lr>", Contact: "<sip:tok1@bac.ims.test>;expires=600", InitialCSeq: 7, CallID: "abc",
+				Subscription:      &SubscriptionInfo{CallID: "s1", From: "<sip:alice@ims.test>;tag=1", To: "<sip:alice@ims.test>", RecordRoute: "<sip:pcscf1.ims.test;lr>", Contact: "<sip:tok1@bac.ims.test>"},
+				PCSCFSubscription: &PCSCFSubscriptionInfo{CallID: "p1", From: "<sip:pcscf1.ims.test>;tag=2", To: "<sip:alice@ims.test>", Contact: "<sip:pcscf1.ims.test>"},
+			}}}
+		q := &SAR{Envelope: env, UserName: "alice@ims.test", PublicIdentities: []string{"sip:alice@ims.test"},
+			ServerName: "sip:scscf1.ims.test", AssignmentType: SATRegistration, Restoration: rest}
+		got, rerr := decodeSAR(encodeRequest(CmdSA, env, q.avps()))
+		Expect(rerr).To(BeNil())
+		Expect(got.Restoration).To(Equal(rest))
+		Expect(got.RestorationRaw).NotTo(BeEmpty())
+		back, err := DecodeRestorationRaw(got.RestorationRaw)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(back).To(Equal(rest))
+	})
+
+	It("names the missing AVP and returns it in Failed-AVP", func() {
+		q := &MAR{Envelope: env, UserName: "alice@ims.test", PublicIdentity: "sip:alice@ims.test", ServerName: "sip:scscf1.ims.test",
+			AuthItem: AuthItem{Scheme: SchemeSIPDigest}}
+		avps := q.avps()
+		var without []*diam.AVP
+		for _, a := range avps {
+			if a.Code != avpServerName {
+				without = append(without, a)
+			}
+		}
+		_, rerr := decodeMAR(encodeRequest(CmdMA, env, without))
+		Expect(rerr).NotTo(BeNil())
+		Expect(rerr.Result).To(Equal(MissingAVP))
+		Expect(rerr.Message).To(ContainSubstring("Server-Name"))
+		Expect(rerr.Failed).To(HaveLen(1))
+		Expect(rerr.Failed[0].Code).To(Equal(avpServerName))
+		Expect(rerr.Failed[0].VendorID).To(Equal(Vendor3GPP))
+	})
+
+	It("keeps Result-Code and Experimental-Result apart", func() {
+		Expect(Success).NotTo(Equal(FirstRegistration))
+		Expect(Success.String()).To(ContainSubstring("DIAMETER_SUCCESS"))
+		Expect(FirstRegistration.String()).To(ContainSubstring("DIAMETER_FIRST_REGISTRATION"))
+		err := error(&Error{Command: "UAR", Result: ErrorUserUnknown})
+		res, ok := ResultOf(errors.Join(errors.New("context"), err))
+		Expect(ok).To(BeTrue())
+		Expect(res).To(Equal(ErrorUserUnknown))
+		_, ok = ResultOf(context.DeadlineExceeded)
+		Expect(ok).To(BeFalse())
+	})
+})
+
+// echoHandler answers every request with success and nothing else.
+type echoHandler struct{}
+
+func (echoHandler) UserAuthorization(context.Context, *UAR) (*UAA, error) { return &UAA{Result: Success}, nil }
+func (echoHandler) LocationInfo(context.Context, *LIR) (*LIA, error)      { return &LIA{Result: Success}, nil }
+func (echoHandler) MultimediaAuth(context.Context, *MAR) (*MAA, error)    { return &MAA{Result: Success}, nil }
+func (echoHandler) ServerAssignment(context.Context, *SAR) (*SAA, error)  { return &SAA{Result: Success}, nil }
+
+var _ = Describe("Cx client and server", Label("integration"), func() {
+	It("reconnects after the server goes away and comes back on the same address", SpecTimeout(30*time.Second), func(sctx SpecContext) {
+		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		srv, err := NewServer(ServerConfig{OriginHost: "hss.ims.test", OriginRealm: "ims.test"}, echoHandler{}, WithLogger(logger))
+		Expect(err).NotTo(HaveOccurred())
+		sctx1, stop1 := context.WithCancel(context.Background())
+		done1 := make(chan error, 1)
+		go func() { done1 <- srv.Serve(sctx1, ln) }()
+
+		cli, err := NewClient(ClientConfig{Addr: ln.Addr().String(), OriginHost: "icscf.ims.test", OriginRealm: "ims.test",
+			DestinationRealm: "ims.test", ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond}, WithClientLogger(logger))
+		Expect(err).NotTo(HaveOccurred())
+		cctx, cancel := context.WithCancel(context.Background())
+		DeferCleanup(cancel)
+		go func() { _ = cli.Run(cctx) }()
+		Eventually(cli.Connected()).Should(BeClosed())
+		_, err = cli.LocationInfo(sctx, &LIR{PublicIdentity: "sip:a@ims.test"})
+		Expect(err).NotTo(HaveOccurred())
+
+		stop1()
+		Eventually(done1).Should(Receive(BeNil()))
+		Eventually(func() bool {
+			select {
+			case <-cli.Connected():
+				return false
+			default:
+				return true
+			}
+		}).Should(BeTrue())
+
+		ln2, err := net.Listen("tcp", ln.Addr().String())
+		Expect(err).NotTo(HaveOccurred())
+		srv2, err := NewServer(ServerConfig{OriginHost: "hss.ims.test", OriginRealm: "ims.test"}, echoHandler{}, WithLogger(logger))
+		Expect(err).NotTo(HaveOccurred())
+		sctx2, stop2 := context.WithCancel(context.Background())
+		DeferCleanup(stop2)
+		go func() { _ = srv2.Serve(sctx2, ln2) }()
+		// A request made while the client is reconnecting waits for the connection instead of failing.
+		ctx, c2 := context.WithTimeout(sctx, 5*time.Second)
+		defer c2()
+		a, err := cli.LocationInfo(ctx, &LIR{PublicIdentity: "sip:a@ims.test"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(a.Result).To(Equal(Success))
+	})
+})
