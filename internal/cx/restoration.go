@@ -144,8 +144,14 @@ func decodeRestorationAVP(a *diam.AVP) (*SCSCFRestorationInfo, *RequestError) {
 
 // ParseRestorationRaw decodes the wire bytes of an SCSCF-Restoration-Info AVP, as the HSS stores them, back into an
 // AVP that can be put into an answer unchanged.
-func ParseRestorationRaw(raw []byte) (*diam.AVP, error) {
-	a, err := diam.DecodeAVP(raw, AppID, Dict())
+func ParseRestorationRaw(raw []byte) (a *diam.AVP, err error) {
+	defer func() {
+		// go-diameter v4.3.0 can panic on some malformed AVPs (fixed upstream after v4.3.0).
+		if p := recover(); p != nil {
+			a, err = nil, fmt.Errorf("cx: stored restoration info: undecodable AVP: %v", p)
+		}
+	}()
+	a, err = diam.DecodeAVP(raw, AppID, Dict())
 	if err != nil {
 		return nil, fmt.Errorf("cx: stored restoration info: %w", err)
 	}
