@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/fiorix/go-diameter/v4/diam"
+	"github.com/fiorix/go-diameter/v4/diam/avp"
 	"github.com/fiorix/go-diameter/v4/diam/datatype"
 )
 
@@ -134,7 +135,7 @@ func (c *guardConn) admit(frame []byte) bool {
 	}
 	if err := tryDecode(frame); err != nil {
 		res := InvalidAVPValue
-		if strings.Contains(err.Error(), "too short") || strings.Contains(err.Error(), "length") {
+		if e := err.Error(); strings.Contains(e, "too short") || strings.Contains(e, "length") {
 			res = InvalidAVPLength
 		}
 		return c.reject(frame, isRequest, res, err.Error())
@@ -148,8 +149,38 @@ func tryDecode(frame []byte) (err error) {
 			err = fmt.Errorf("undecodable message: %v", p)
 		}
 	}()
-	_, err = diam.ReadMessage(bytes.NewReader(frame), Dict())
-	return err
+	m, err := diam.ReadMessage(bytes.NewReader(frame), Dict())
+	if err != nil {
+		return err
+	}
+	return checkLengths(m.AVP)
+}
+
+// checkLengths rejects fixed-size AVPs with another payload size: go-diameter v4.3.0 silently decodes a 2-byte
+// Unsigned32 or Enumerated as 0, which would turn a malformed User-Authorization-Type into REGISTRATION.
+func checkLengths(list []*diam.AVP) error {
+	for _, a := range list {
+		hdr := 8
+		if a.Flags&avp.Vbit != 0 {
+			hdr = 12
+		}
+		size := a.Length - hdr
+		want := -1
+		switch a.Data.(type) {
+		case datatype.Unsigned32, datatype.Integer32, datatype.Enumerated, datatype.Float32, datatype.Time:
+			want = 4
+		case datatype.Unsigned64, datatype.Integer64, datatype.Float64:
+			want = 8
+		case *diam.GroupedAVP:
+			if err := checkLengths(a.Data.(*diam.GroupedAVP).AVP); err != nil {
+				return err
+			}
+		}
+		if want >= 0 && size != want {
+			return fmt.Errorf("AVP %d has length %d, want %d", a.Code, size, want)
+		}
+	}
+	return nil
 }
 
 // reject answers a request with an error result (answers are dropped) and keeps the connection.

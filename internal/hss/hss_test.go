@@ -58,7 +58,7 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 		wantName            string
 		wantCaps            bool
 	}
-	DescribeTable("UAR", SpecTimeout(20*time.Second), func(_ SpecContext, c uarCase) {
+	DescribeTable("UAR", func(c uarCase) {
 		prepare(h, c.impi, c.st)
 		if c.visited == "" {
 			c.visited = "ims.test"
@@ -119,7 +119,7 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 		wantName    string
 		wantCaps    bool
 	}
-	DescribeTable("LIR", SpecTimeout(20*time.Second), func(_ SpecContext, c lirCase) {
+	DescribeTable("LIR", func(c lirCase) {
 		if c.impi != "" {
 			prepare(h, c.impi, c.st)
 		}
@@ -202,7 +202,7 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 		returnRest string // P-CSCF in the restoration info the SAA returns ("" = none)
 		wantData   bool
 	}
-	DescribeTable("SAR", SpecTimeout(20*time.Second), func(_ SpecContext, c sarCase) {
+	DescribeTable("SAR", func(c sarCase) {
 		const impi = "alice@ims.test"
 		prepare(h, impi, c.st)
 		var rest *cx.SCSCFRestorationInfo
@@ -356,7 +356,8 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 		})
 		It("answers an AVP whose value does not fit its type with 5004/5014 and keeps the connection", func() {
 			// User-Authorization-Type is Enumerated (4 bytes); send 2 bytes.
-			m := cxRequest(cx.CmdUA, diam.NewAVP(avp.UserName, avp.Mbit, 0, datatype.UTF8String("alice@ims.test")))
+			m := cxRequest(cx.CmdUA, diam.NewAVP(avp.UserName, avp.Mbit, 0, datatype.UTF8String("alice@ims.test")),
+				cxAVP(601, datatype.UTF8String("sip:alice@ims.test")), cxAVP(600, datatype.OctetString("ims.test")))
 			b, err := m.Serialize()
 			Expect(err).NotTo(HaveOccurred())
 			bad := []byte{0, 0, 2, 0x6f, 0xc0, 0, 0, 14, 0, 0, 0x28, 0xaf, 0, 1, 0, 0} // 623, V+M, len 14, vendor 10415, 2 bytes + pad
