@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fiorix/go-diameter/v4/diam"
 	"github.com/fiorix/go-diameter/v4/diam/avp"
@@ -66,6 +67,35 @@ type guardConn struct {
 	wmu     sync.Mutex
 	pending []byte
 	hdr     [headerLen]byte
+
+	// go-diameter's CER handler writes the CEA before it records the peer as handshaken, and with concurrent
+	// dispatch a request read right after the CER can be handled in between and is then silently dropped. So
+	// after a CER nothing more is read until the CER handler has returned (handshakeDone).
+	gateMu sync.Mutex
+	gate   chan struct{}
+}
+
+func (c *guardConn) handshakeDone() {
+	c.gateMu.Lock()
+	defer c.gateMu.Unlock()
+	if c.gate != nil {
+		close(c.gate)
+		c.gate = nil
+	}
+}
+
+func (c *guardConn) waitHandshake() {
+	c.gateMu.Lock()
+	g := c.gate
+	c.gateMu.Unlock()
+	if g == nil {
+		return
+	}
+	select {
+	case <-g:
+	case <-time.After(5 * time.Second):
+		c.handshakeDone()
+	}
 }
 
 func (c *guardConn) Close() error {
@@ -85,6 +115,7 @@ func (c *guardConn) Write(p []byte) (int, error) {
 
 func (c *guardConn) Read(p []byte) (int, error) {
 	for len(c.pending) == 0 {
+		c.waitHandshake()
 		frame, err := c.readFrame()
 		if err != nil {
 			return 0, err
@@ -132,6 +163,13 @@ func (c *guardConn) admit(frame []byte) bool {
 	}
 	if isRequest && flags&diam.ErrorFlag != 0 {
 		return c.reject(frame, isRequest, InvalidHdrBits, "request with the E bit set")
+	}
+	if isRequest && app == 0 && code == diam.CapabilitiesExchange {
+		c.gateMu.Lock()
+		if c.gate == nil {
+			c.gate = make(chan struct{})
+		}
+		c.gateMu.Unlock()
 	}
 	if err := tryDecode(frame); err != nil {
 		res := InvalidAVPValue

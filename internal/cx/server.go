@@ -147,7 +147,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.srv = &diam.Server{
 		Network:               ln.Addr().Network(),
 		Addr:                  ln.Addr().String(),
-		Handler:               s.sm,
+		Handler:               handshakeGate{s.sm},
 		Dict:                  Dict(),
 		MaxConcurrentHandlers: s.cfg.MaxConcurrentHandlers,
 	}
@@ -189,6 +189,18 @@ func (s *Server) drainErrors(ctx context.Context) {
 				attrs = append(attrs, "cmd", e.Message.Header.CommandCode)
 			}
 			s.log.Warn("diameter error report", attrs...)
+		}
+	}
+}
+
+// handshakeGate releases a connection's guard once the CER handler has returned (see guardConn.gate).
+type handshakeGate struct{ *sm.StateMachine }
+
+func (g handshakeGate) ServeDIAM(c diam.Conn, m *diam.Message) {
+	g.StateMachine.ServeDIAM(c, m)
+	if m.Header.CommandCode == diam.CapabilitiesExchange && m.Header.CommandFlags&diam.RequestFlag != 0 {
+		if gc, ok := c.Connection().(*guardConn); ok {
+			gc.handshakeDone()
 		}
 	}
 }

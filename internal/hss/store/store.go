@@ -68,6 +68,7 @@ type DB struct {
 	done   chan struct{} // closed when the writer has exited
 
 	stats writerStats
+	cache *readCache
 }
 
 // Open opens (creating if needed) the database in dir and starts its writer.
@@ -104,11 +105,12 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db := &DB{
-		bolt: bdb,
-		log:  opts.Logger,
-		now:  opts.Now,
-		ops:  make(chan *op, opQueueLen),
-		done: make(chan struct{}),
+		bolt:  bdb,
+		log:   opts.Logger,
+		now:   opts.Now,
+		ops:   make(chan *op, opQueueLen),
+		done:  make(chan struct{}),
+		cache: newReadCache(),
 	}
 	go db.writer()
 	return db, nil
@@ -164,6 +166,10 @@ func (db *DB) Path() string { return db.bolt.Path() }
 
 // GetSubscriber returns the subscriber with that private identity, or ErrNotFound.
 func (db *DB) GetSubscriber(impi string) (Subscriber, error) {
+	if sub, ok := db.cache.subscriber(impi); ok {
+		return sub, nil
+	}
+	g := db.cache.generation()
 	var sub Subscriber
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		var err error
@@ -173,11 +179,16 @@ func (db *DB) GetSubscriber(impi string) (Subscriber, error) {
 	if err != nil {
 		return Subscriber{}, fmt.Errorf("store: get %q: %w", impi, err)
 	}
+	db.cache.put(g, "", sub, nil)
 	return sub, nil
 }
 
 // LookupIMPU returns the subscriber owning a public identity, or ErrNotFound.
 func (db *DB) LookupIMPU(impu string) (Subscriber, error) {
+	if sub, ok := db.cache.byIMPU(impu); ok {
+		return sub, nil
+	}
+	g := db.cache.generation()
 	var sub Subscriber
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		var err error
@@ -187,6 +198,7 @@ func (db *DB) LookupIMPU(impu string) (Subscriber, error) {
 	if err != nil {
 		return Subscriber{}, fmt.Errorf("store: lookup %q: %w", impu, err)
 	}
+	db.cache.put(g, impu, sub, nil)
 	return sub, nil
 }
 
@@ -199,6 +211,10 @@ func (db *DB) GetRegistration(impi string) (Registration, error) {
 
 // GetSubscriberRegistration returns a subscriber and its registration read in one transaction.
 func (db *DB) GetSubscriberRegistration(impi string) (Subscriber, Registration, error) {
+	if sub, reg, ok := db.cache.registration(impi); ok {
+		return sub, reg, nil
+	}
+	g := db.cache.generation()
 	var (
 		sub Subscriber
 		reg Registration
@@ -214,12 +230,19 @@ func (db *DB) GetSubscriberRegistration(impi string) (Subscriber, Registration, 
 	if err != nil {
 		return Subscriber{}, Registration{}, fmt.Errorf("store: registration of %q: %w", impi, err)
 	}
+	db.cache.put(g, "", sub, &reg)
 	return sub, reg, nil
 }
 
 // LookupIMPURegistration returns the subscriber owning a public identity and its registration, read in one
 // transaction; ErrNotFound for an unknown IMPU.
 func (db *DB) LookupIMPURegistration(impu string) (Subscriber, Registration, error) {
+	if sub, ok := db.cache.byIMPU(impu); ok {
+		if _, reg, ok := db.cache.registration(sub.IMPI); ok {
+			return sub, reg, nil
+		}
+	}
+	g := db.cache.generation()
 	var (
 		sub Subscriber
 		reg Registration
@@ -235,6 +258,7 @@ func (db *DB) LookupIMPURegistration(impu string) (Subscriber, Registration, err
 	if err != nil {
 		return Subscriber{}, Registration{}, fmt.Errorf("store: registration of %q: %w", impu, err)
 	}
+	db.cache.put(g, impu, sub, &reg)
 	return sub, reg, nil
 }
 

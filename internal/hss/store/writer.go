@@ -128,6 +128,7 @@ var errNothingToCommit = errors.New("nothing to commit")
 func (db *DB) commit(batch []*op) {
 	errs := make([]error, len(batch)) // per-op rejection; nil = applied
 	applied := 0
+	var written []write // what the read cache must forget once committed
 	txErr := db.bolt.Update(func(tx *bolt.Tx) error {
 		for i, o := range batch {
 			if o.ctx.Err() != nil {
@@ -149,6 +150,7 @@ func (db *DB) commit(batch []*op) {
 			if err := applyWrites(tx, ws); err != nil {
 				return fmt.Errorf("%s: %w", o.name, err) // the transaction is now dirty: fail the whole batch
 			}
+			written = append(written, ws...)
 			applied++
 		}
 		if applied == 0 {
@@ -163,6 +165,8 @@ func (db *DB) commit(batch []*op) {
 		db.log.Error("store: commit failed; every write of the batch is lost", "ops", applied, "err", txErr)
 		txErr = fmt.Errorf("store: commit: %w", txErr)
 	} else if applied > 0 {
+		// Before any caller is answered, so a caller that reads its own write never sees the old value.
+		db.cache.invalidate(written)
 		db.stats.commits.Add(1)
 		db.stats.ops.Add(uint64(applied))
 	}
