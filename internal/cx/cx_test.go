@@ -165,3 +165,37 @@ var _ = Describe("Cx client and server", Label("integration"), func() {
 		Expect(a.Result).To(Equal(Success))
 	})
 })
+
+var _ = Describe("Cx server handshake", Label("integration"), func() {
+	It("answers a request sent right after the capabilities exchange (go-diameter races it with concurrent handlers)", SpecTimeout(60*time.Second), func(sctx SpecContext) {
+		logger := slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelError}))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		srv, err := NewServer(ServerConfig{OriginHost: "hss.ims.test", OriginRealm: "ims.test"}, echoHandler{}, WithLogger(logger))
+		Expect(err).NotTo(HaveOccurred())
+		ctx, stop := context.WithCancel(context.Background())
+		DeferCleanup(stop)
+		go func() { _ = srv.Serve(ctx, ln) }()
+		for i := 0; i < 100; i++ {
+			cli, err := NewClient(ClientConfig{Addr: ln.Addr().String(), OriginHost: "icscf.ims.test", OriginRealm: "ims.test",
+				DestinationRealm: "ims.test"}, WithClientLogger(logger))
+			Expect(err).NotTo(HaveOccurred())
+			cctx, cancel := context.WithCancel(context.Background())
+			go func() { _ = cli.Run(cctx) }()
+			// Several requests in flight at once, queued before the connection is even up.
+			errs := make(chan error, 8)
+			for j := 0; j < 8; j++ {
+				go func() {
+					rctx, c := context.WithTimeout(sctx, 2*time.Second)
+					defer c()
+					_, err := cli.LocationInfo(rctx, &LIR{PublicIdentity: "sip:a@ims.test"})
+					errs <- err
+				}()
+			}
+			for j := 0; j < 8; j++ {
+				Expect(<-errs).NotTo(HaveOccurred(), "connection %d", i)
+			}
+			cancel()
+		}
+	})
+})
