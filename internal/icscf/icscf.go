@@ -1,0 +1,178 @@
+// Package icscf is the Interrogating-CSCF: the home network's entry point. It asks the HSS where a user is served
+// (UAR for REGISTER, LIR for other requests), selects an S-CSCF by capabilities when none is assigned, and runs
+// the quasi-pool takeover queries: UAR and LIR with User-Authorization-Type 2 when the stored S-CSCF cannot be
+// reached, and LIR with UAT 2 for requests a backup P-CSCF marked with restore=1.
+package icscf
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/cx"
+	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/pool"
+	"github.com/imslab/quasipool/internal/sipx"
+)
+
+// HSS is the Cx side the I-CSCF needs.
+type HSS interface {
+	UserAuthorization(ctx context.Context, req *cx.UAR) (*cx.UAA, error)
+	LocationInfo(ctx context.Context, req *cx.LIR) (*cx.LIA, error)
+}
+
+// Config configures an I-CSCF.
+type Config struct {
+	Host           string   // e.g. icscf.ims.test
+	Listen         string   // SIP/UDP listen address
+	Domain         string   // home domain
+	SCSCFPool      string   // host of the S-CSCF pool record, e.g. scscf.ims.test
+	VisitedNetwork string   // Visited-Network-Identifier when the request has no P-Visited-Network-ID (default: Domain)
+	Trusted        []string // source addresses (ip:port) allowed to send restore=1
+	Forward        sipx.ForwarderConfig
+	// Restore enables the takeover queries (UAT 2); false makes a dead S-CSCF's users unreachable until they
+	// re-register through a UAR that finds no usable S-CSCF name, as without quasi-pool.
+	Restore *bool
+}
+
+// Validate names the bad field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Host == "":
+		return errors.New("icscf: host: must be set")
+	case c.Listen == "":
+		return errors.New("icscf: listen: must be set")
+	case c.Domain == "":
+		return errors.New("icscf: domain: must be set")
+	case c.SCSCFPool == "":
+		return errors.New("icscf: scscf_pool: must be set")
+	}
+	return nil
+}
+
+// Node is a running I-CSCF.
+type Node struct {
+	cfg Config
+	hss HSS
+	px  *sipx.Proxy
+	log *slog.Logger
+	rec *obs.Recorder
+}
+
+// New builds an I-CSCF on an endpoint.
+func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool.Health, rec *obs.Recorder, log *slog.Logger) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.VisitedNetwork == "" {
+		cfg.VisitedNetwork = cfg.Domain
+	}
+	if cfg.Restore == nil {
+		t := true
+		cfg.Restore = &t
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	n := &Node{cfg: cfg, hss: hss, log: log, rec: rec,
+		px: &sipx.Proxy{EP: ep, Health: health, Res: res, Rec: rec, Log: log, Self: []string{cfg.Host, cfg.Domain},
+			Fwd: sipx.NewForwarder(ep, res, health, cfg.Forward, rec, log, uint64(time.Now().UnixNano()))}}
+	ep.Server.OnRegister(n.onRegister)
+	ep.Server.OnInvite(n.onRequest)
+	ep.Server.OnBye(n.onRequest)
+	ep.Server.OnRequest(sip.MESSAGE, n.onRequest)
+	ep.Server.OnRequest(sip.UPDATE, n.onRequest)
+	ep.Server.OnRequest(sip.INFO, n.onRequest)
+	ep.Server.OnAck(func(req *sip.Request, _ sip.ServerTransaction) { n.px.Ack(context.Background(), req) })
+	ep.Server.OnOptions(n.px.Options)
+	return n, nil
+}
+
+// Run blocks until ctx is done (the endpoint serves the requests).
+func (n *Node) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+func hostOf(serverName string) string {
+	u, err := sipx.ParseNameAddr(serverName)
+	if err != nil || u.Host == "" {
+		return strings.TrimPrefix(serverName, "sip:")
+	}
+	return u.Host
+}
+
+// candidates is the S-CSCF selection order once the HSS gave capabilities: its preferred names first, then the
+// S-CSCF pool in RFC 2782 order (load sharing), skipping the ones already tried. Every lab S-CSCF offers every
+// capability, so the capability sets only order the choice; they never exclude an S-CSCF.
+func (n *Node) candidates(ctx context.Context, caps *cx.ServerCapabilities, tried map[string]bool) []string {
+	var out []string
+	add := func(h string) {
+		if h != "" && !tried[h] && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	if caps != nil {
+		for _, s := range caps.ServerNames {
+			add(hostOf(s))
+		}
+	}
+	ts, err := n.px.Fwd.Targets(ctx, sipx.SRVHop(n.cfg.SCSCFPool), nil)
+	if err != nil {
+		n.log.Warn("resolve scscf pool", "pool", n.cfg.SCSCFPool, "err", err)
+	}
+	for _, t := range ts {
+		add(t.Name)
+	}
+	return out
+}
+
+// toSCSCF forwards to one S-CSCF and to it only: the priority-1 target of its per-host record. Failing over to
+// another S-CSCF is the I-CSCF's decision (UAT 2 query), not DNS's.
+func (n *Node) toSCSCF(ctx context.Context, stx sip.ServerTransaction, out *sip.Request, host string, route []string) sipx.Outcome {
+	ts, err := n.px.Res.LookupSRV(ctx, "_sip._udp."+host)
+	if err != nil {
+		return sipx.Outcome{Err: err}
+	}
+	var addr string
+	for _, t := range ts {
+		if strings.EqualFold(t.Name, host) {
+			addr = t.Addr
+			break
+		}
+	}
+	if addr == "" {
+		return sipx.Outcome{Err: sipx.ErrNoTarget}
+	}
+	o := out.Clone()
+	if route != nil {
+		sipx.PrependRoute(o, sipx.RouteURI("", host, route...))
+	}
+	return n.px.Fwd.Forward(ctx, stx, o, sipx.Hop{Host: host, Addr: addr})
+}
+
+func (n *Node) trusted(req *sip.Request) bool { return slices.Contains(n.cfg.Trusted, req.Source()) }
+
+// answerCx maps a Cx error to a SIP response.
+func (n *Node) answerCx(stx sip.ServerTransaction, req *sip.Request, cmd string, err error) {
+	if res, ok := cx.ResultOf(err); ok {
+		switch res {
+		case cx.ErrorUserUnknown:
+			n.px.Respond(stx, req, 404, "Not Found")
+		case cx.ErrorIdentitiesDontMatch, cx.ErrorRoamingNotAllowed:
+			n.px.Respond(stx, req, 403, "Forbidden")
+		case cx.ErrorIdentityNotRegistered:
+			n.px.Respond(stx, req, 480, "Temporarily Unavailable")
+		default:
+			n.px.Respond(stx, req, 500, "HSS Error")
+		}
+		return
+	}
+	n.log.Warn("cx request failed", "cmd", cmd, "call_id", sipx.CallID(req), "err", err)
+	n.px.Respond(stx, req, 504, "HSS Unreachable")
+}

@@ -1,0 +1,124 @@
+package icscf
+
+import (
+	"context"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/cx"
+	"github.com/imslab/quasipool/internal/sipx"
+)
+
+// onRequest: LIR and the serving S-CSCF for terminating requests (SPEC §3.2, §4.6), and the takeover of
+// originating requests a backup P-CSCF marked with orig;restore=1 (SPEC §4.1, §4.5).
+func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
+	ctx := context.Background()
+	if !n.px.CheckLoop(stx, req) {
+		return
+	}
+	if sipx.HasToTag(req) {
+		n.px.InDialog(ctx, req, stx)
+		return
+	}
+	out := req.Clone()
+	top, _ := n.px.PopSelf(out)
+	orig := sipx.HasParam(top, sipx.ParamOrig)
+	restore := sipx.ParamValue(top, sipx.ParamRestore) == "1"
+	if restore && !n.trusted(req) {
+		n.log.Warn("restore=1 from an untrusted source", "call_id", sipx.CallID(req), "peer", req.Source())
+		n.px.Respond(stx, req, 403, "Forbidden")
+		return
+	}
+	if restore && !*n.cfg.Restore {
+		n.px.Respond(stx, req, 403, "Forbidden (no restoration)")
+		return
+	}
+	impu := sipx.AOR(req.Recipient)
+	if orig {
+		pai := sipx.FirstHeader(req, sipx.HdrPAssertedIdentity)
+		if id, err := sipx.IdentityOf(pai); err == nil {
+			impu = id
+		} else {
+			n.px.Respond(stx, req, 403, "Forbidden (no asserted identity)")
+			return
+		}
+	}
+	lir := func(uat2 bool) (*cx.LIA, error) {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		q := &cx.LIR{PublicIdentity: impu, Originating: orig}
+		if uat2 {
+			t := cx.UATRegistrationAndCapabilities
+			q.AuthorizationType = &t
+		}
+		return n.hss.LocationInfo(cctx, q)
+	}
+	// A request marked for restoration asks for the name and the capabilities at once.
+	lia, err := lir(restore)
+	if err != nil {
+		n.answerCx(stx, req, "LIR", err)
+		return
+	}
+	var flags []string
+	if orig {
+		flags = append(flags, sipx.ParamOrig)
+	}
+	if restore {
+		flags = append(flags, sipx.ParamRestore+"=1")
+	}
+	tried := map[string]bool{}
+	var order []string
+	if lia.ServerName != "" {
+		order = append(order, hostOf(lia.ServerName))
+	}
+	askedCaps := restore
+	if lia.ServerName == "" || restore {
+		order = append(order, n.candidates(ctx, lia.ServerCapabilities, tried)...)
+	}
+	var last sipx.Outcome
+	for {
+		if len(order) == 0 {
+			if askedCaps || !*n.cfg.Restore {
+				break
+			}
+			askedCaps = true
+			caps, err := lir(true)
+			if err != nil {
+				n.answerCx(stx, req, "LIR", err)
+				return
+			}
+			n.rec.Emit("reselect", map[string]any{"impu": impu, "cmd": "LIR", "uat": 2, "tried": keys(tried), "call_id": sipx.CallID(req)})
+			order = n.candidates(ctx, caps.ServerCapabilities, tried)
+			if !hasParam(flags, sipx.ParamRestore+"=1") {
+				flags = append(flags, sipx.ParamRestore+"=1") // tell the new S-CSCF it is taking over
+			}
+			continue
+		}
+		host := order[0]
+		order = order[1:]
+		if tried[host] {
+			continue
+		}
+		tried[host] = true
+		last = n.toSCSCF(ctx, stx, out, host, append([]string{}, flags...))
+		if !last.Retryable() {
+			n.px.Finish(stx, req, last)
+			return
+		}
+	}
+	if last.Final != nil && !sipx.Retryable(last.Final.StatusCode) {
+		n.px.Finish(stx, req, last)
+		return
+	}
+	n.px.Respond(stx, req, 504, "Server Time-out (no S-CSCF reachable)")
+}
+
+func hasParam(list []string, p string) bool {
+	for _, x := range list {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}

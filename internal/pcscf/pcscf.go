@@ -1,0 +1,288 @@
+// Package pcscf is the Proxy-CSCF: the first IMS hop behind the BAC. It adds Path on REGISTER and keeps the
+// registrations that pass through it (Service-Route), asserts the caller's identity, and in the quasi-pool takes
+// over users registered through a dead peer: an originating request from a user it does not know goes to the
+// I-CSCF marked orig;restore=1, and a terminating request from a trusted S-CSCF for a user it does not know is
+// passed on by its Request-URI (the BAC).
+package pcscf
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/pool"
+	"github.com/imslab/quasipool/internal/sipx"
+)
+
+// Config configures a P-CSCF.
+type Config struct {
+	Host      string   // e.g. pcscf1.ims.test
+	Listen    string   // SIP/UDP listen address
+	Domain    string   // home domain (P-Visited-Network-ID)
+	ICSCF     string   // host of the home I-CSCF
+	PoolHosts []string // the P-CSCF pool members' hosts
+	Trusted   []string // source addresses (ip:port) of the BAC and the S-CSCFs
+	Forward   sipx.ForwarderConfig
+	// Restore enables the quasi-pool takeover (default true). Without it a P-CSCF refuses requests of users that
+	// did not register through it, as under plain load sharing.
+	Restore *bool
+}
+
+// Validate names the bad field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Host == "":
+		return errors.New("pcscf: host: must be set")
+	case c.Listen == "":
+		return errors.New("pcscf: listen: must be set")
+	case c.Domain == "":
+		return errors.New("pcscf: domain: must be set")
+	case c.ICSCF == "":
+		return errors.New("pcscf: icscf: must be set")
+	}
+	return nil
+}
+
+type registration struct {
+	IMPU         string
+	ServiceRoute []string
+	Associated   []string
+	Expires      time.Time
+}
+
+// Node is a running P-CSCF.
+type Node struct {
+	cfg Config
+	px  *sipx.Proxy
+	log *slog.Logger
+	rec *obs.Recorder
+	now func() time.Time
+
+	mu   sync.Mutex
+	regs map[string]*registration // IMPU → registration
+}
+
+// New builds a P-CSCF on an endpoint.
+func New(cfg Config, ep *sipx.Endpoint, res pool.Resolver, health *pool.Health, rec *obs.Recorder, log *slog.Logger) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Restore == nil {
+		t := true
+		cfg.Restore = &t
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	self := slices.Clone(cfg.PoolHosts)
+	if !slices.Contains(self, cfg.Host) {
+		self = append(self, cfg.Host)
+	}
+	n := &Node{cfg: cfg, log: log, rec: rec, now: time.Now, regs: map[string]*registration{},
+		px: &sipx.Proxy{EP: ep, Health: health, Res: res, Rec: rec, Log: log, Self: self,
+			Fwd: sipx.NewForwarder(ep, res, health, cfg.Forward, rec, log, uint64(time.Now().UnixNano()))}}
+	ep.Server.OnRegister(n.onRegister)
+	ep.Server.OnInvite(n.onRequest)
+	ep.Server.OnBye(n.onRequest)
+	ep.Server.OnRequest(sip.MESSAGE, n.onRequest)
+	ep.Server.OnRequest(sip.UPDATE, n.onRequest)
+	ep.Server.OnRequest(sip.INFO, n.onRequest)
+	ep.Server.OnRequest(sip.PRACK, n.onRequest)
+	ep.Server.OnAck(func(req *sip.Request, _ sip.ServerTransaction) { n.px.Ack(context.Background(), req) })
+	ep.Server.OnOptions(n.px.Options)
+	return n, nil
+}
+
+// Run blocks until ctx is done, dropping lapsed registrations.
+func (n *Node) Run(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			now := n.now()
+			n.mu.Lock()
+			for k, r := range n.regs {
+				if now.After(r.Expires) {
+					delete(n.regs, k)
+				}
+			}
+			n.mu.Unlock()
+		}
+	}
+}
+
+func (n *Node) trusted(req *sip.Request) bool { return slices.Contains(n.cfg.Trusted, req.Source()) }
+
+// onRegister adds Path and forwards to the I-CSCF; a 200 OK records the registration (SPEC §3.1 step 2, 7).
+func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
+	ctx := context.Background()
+	if !n.px.CheckLoop(stx, req) {
+		return
+	}
+	out := req.Clone()
+	n.px.PopSelf(out)
+	out.PrependHeader(sip.NewHeader(sipx.HdrPath, sipx.NameAddr(sipx.RouteURI("term", n.cfg.Host))))
+	if out.GetHeader(sipx.HdrPVisitedNetworkID) == nil {
+		out.AppendHeader(sip.NewHeader(sipx.HdrPVisitedNetworkID, `"`+n.cfg.Domain+`"`))
+	}
+	o := n.px.Fwd.Forward(ctx, stx, out, sipx.SRVHop(n.cfg.ICSCF))
+	if o.Final != nil && o.Final.StatusCode == 200 {
+		n.remember(req, o.Final)
+	}
+	n.px.Finish(stx, req, o)
+}
+
+func (n *Node) remember(req *sip.Request, res *sip.Response) {
+	to := req.To()
+	if to == nil {
+		return
+	}
+	impu := sipx.AOR(to.Address)
+	exp := 0
+	if c := res.GetHeader("Contact"); c != nil {
+		if ch, ok := c.(*sip.ContactHeader); ok && ch.Params != nil {
+			if v, ok := ch.Params.Get("expires"); ok {
+				exp, _ = strconv.Atoi(v)
+			}
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if exp <= 0 {
+		if r := n.regs[impu]; r != nil {
+			for _, a := range r.Associated {
+				delete(n.regs, a)
+			}
+		}
+		delete(n.regs, impu)
+		return
+	}
+	r := &registration{IMPU: impu, ServiceRoute: sipx.HeaderValues(res, sipx.HdrServiceRoute),
+		Expires: n.now().Add(time.Duration(exp) * time.Second)}
+	for _, a := range sipx.HeaderValues(res, sipx.HdrPAssociatedURI) {
+		if id, err := sipx.IdentityOf(a); err == nil {
+			r.Associated = append(r.Associated, id)
+		}
+	}
+	n.regs[impu] = r
+	for _, a := range r.Associated {
+		n.regs[a] = r
+	}
+}
+
+func (n *Node) lookup(impu string) *registration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	r := n.regs[impu]
+	if r == nil || n.now().After(r.Expires) {
+		return nil
+	}
+	return r
+}
+
+// onRequest routes initial requests (originating from the BAC, terminating from an S-CSCF) and in-dialog ones.
+func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
+	ctx := context.Background()
+	if !n.px.CheckLoop(stx, req) {
+		return
+	}
+	if sipx.HasToTag(req) {
+		n.px.InDialog(ctx, req, stx)
+		return
+	}
+	out := req.Clone()
+	top, popped := n.px.PopSelf(out)
+	if popped && top.User == "term" {
+		n.terminating(ctx, stx, req, out)
+		return
+	}
+	n.originating(ctx, stx, req, out)
+}
+
+func (n *Node) recordRoute(out *sip.Request) {
+	out.PrependHeader(&sip.RecordRouteHeader{Address: sipx.RouteURI("", n.cfg.Host)})
+}
+
+// terminating passes a request from the S-CSCF on by its Request-URI (the BAC). A request for a user this P-CSCF
+// does not know is taken over only from a trusted S-CSCF (SPEC §4.2).
+func (n *Node) terminating(ctx context.Context, stx sip.ServerTransaction, req, out *sip.Request) {
+	if !n.trusted(req) {
+		n.px.Respond(stx, req, 403, "Forbidden")
+		return
+	}
+	n.recordRoute(out)
+	n.px.Finish(stx, req, n.px.Fwd.Forward(ctx, stx, out, sipx.NextHop(out)))
+}
+
+// originating asserts the caller's identity and routes by its Service-Route; a caller registered elsewhere (its
+// P-CSCF died) or whose S-CSCF cannot be reached goes to the I-CSCF marked orig;restore=1 (SPEC §4.1, §4.5).
+func (n *Node) originating(ctx context.Context, stx sip.ServerTransaction, req, out *sip.Request) {
+	if !n.trusted(req) {
+		n.px.Respond(stx, req, 403, "Forbidden")
+		return
+	}
+	identity := ""
+	if ppi := sipx.FirstHeader(req, sipx.HdrPPreferredIdentity); ppi != "" {
+		identity, _ = sipx.IdentityOf(ppi)
+	}
+	if identity == "" {
+		n.px.Respond(stx, req, 403, "Forbidden (no identity)")
+		return
+	}
+	sipx.RemoveHeaders(out, sipx.HdrPPreferredIdentity)
+	sipx.RemoveHeaders(out, sipx.HdrPAssertedIdentity)
+	out.AppendHeader(sip.NewHeader(sipx.HdrPAssertedIdentity, "<"+identity+">"))
+	sipx.RemoveHeaders(out, "Route")
+	n.recordRoute(out)
+
+	reg := n.lookup(identity)
+	reason := "not_registered_here"
+	if reg != nil && len(reg.ServiceRoute) > 0 {
+		viaSR := out.Clone()
+		var first sip.Uri
+		for i := len(reg.ServiceRoute) - 1; i >= 0; i-- {
+			if u, err := sipx.ParseNameAddr(reg.ServiceRoute[i]); err == nil {
+				sipx.PrependRoute(viaSR, u)
+				first = u
+			}
+		}
+		o := n.toSCSCF(ctx, stx, viaSR, first.Host)
+		if !o.Retryable() || !*n.cfg.Restore {
+			n.px.Finish(stx, req, o)
+			return
+		}
+		reason = "scscf_unreachable"
+	} else if !*n.cfg.Restore {
+		n.px.Respond(stx, req, 403, "Forbidden (not registered here)")
+		return
+	}
+	sipx.PrependRoute(out, sipx.RouteURI("", n.cfg.ICSCF, sipx.ParamOrig, sipx.ParamRestore+"=1"))
+	n.rec.Emit("restore", map[string]any{"impu": identity, "reason": reason, "call_id": sipx.CallID(req), "method": string(req.Method)})
+	n.px.Finish(stx, req, n.px.Fwd.Forward(ctx, stx, out, sipx.SRVHop(n.cfg.ICSCF)))
+}
+
+// toSCSCF sends to the S-CSCF of the Service-Route and to it only; its failure is handled by the I-CSCF with
+// restore=1, not by the per-host SRV fallback (SPEC §4.5).
+func (n *Node) toSCSCF(ctx context.Context, stx sip.ServerTransaction, out *sip.Request, host string) sipx.Outcome {
+	ts, err := n.px.Res.LookupSRV(ctx, "_sip._udp."+host)
+	if err != nil {
+		return sipx.Outcome{Err: err}
+	}
+	for _, t := range ts {
+		if strings.EqualFold(t.Name, host) {
+			return n.px.Fwd.Forward(ctx, stx, out, sipx.Hop{Host: host, Addr: t.Addr})
+		}
+	}
+	return sipx.Outcome{Err: sipx.ErrNoTarget}
+}

@@ -1,0 +1,136 @@
+package scscf
+
+import (
+	"context"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/cx"
+	"github.com/imslab/quasipool/internal/sipx"
+)
+
+// onRequest routes every request but REGISTER, ACK and OPTIONS: in-dialog requests by their Route set, initial
+// requests by originating (Route carries orig) or terminating procedures.
+func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
+	ctx := context.Background()
+	if !n.px.CheckLoop(stx, req) {
+		return
+	}
+	if sipx.HasToTag(req) {
+		n.px.InDialog(ctx, req, stx)
+		return
+	}
+	out := req.Clone()
+	top, popped := n.px.PopSelf(out)
+	orig := popped && (top.User == "orig" || sipx.HasParam(top, sipx.ParamOrig))
+	restore := popped && sipx.ParamValue(top, sipx.ParamRestore) == "1"
+	if restore && !n.trusted(req) {
+		n.log.Warn("restore=1 from an untrusted source", "call_id", sipx.CallID(req), "peer", req.Source())
+		n.px.Respond(stx, req, 403, "Forbidden")
+		return
+	}
+	if orig {
+		n.originating(ctx, stx, req, out, restore)
+	} else {
+		n.terminating(ctx, stx, req, out, restore)
+	}
+}
+
+func (n *Node) recordRoute(out *sip.Request) {
+	out.PrependHeader(&sip.RecordRouteHeader{Address: sipx.RouteURI("", n.cfg.Host)})
+}
+
+// originating serves a request from a registered user (TS 24.229 §5.4.3.2): identity from P-Asserted-Identity,
+// no application servers in the lab, then on to the callee's home network (its I-CSCF).
+func (n *Node) originating(ctx context.Context, stx sip.ServerTransaction, req, out *sip.Request, restore bool) {
+	served := ""
+	if pai := sipx.FirstHeader(req, sipx.HdrPAssertedIdentity); pai != "" {
+		served, _ = sipx.IdentityOf(pai)
+	}
+	if served == "" && req.From() != nil {
+		served = sipx.AOR(req.From().Address)
+	}
+	b := n.lookup(served)
+	if b == nil {
+		if b = n.restore(ctx, served, "mo", restore); b == nil {
+			n.px.Respond(stx, req, 403, "Forbidden (not registered)")
+			return
+		}
+	}
+	n.recordRoute(out)
+	hop := sipx.SRVHop(n.cfg.ICSCF)
+	if out.Route() != nil {
+		hop = sipx.NextHop(out)
+	}
+	n.px.Finish(stx, req, n.px.Fwd.Forward(ctx, stx, out, hop))
+}
+
+// terminating delivers a request to a registered user: Request-URI = the registered Contact, Route = the Path.
+// The Path names a P-CSCF by host, so its per-host SRV record fails over to a surviving P-CSCF (SPEC §4.2).
+func (n *Node) terminating(ctx context.Context, stx sip.ServerTransaction, req, out *sip.Request, restore bool) {
+	callee := sipx.AOR(req.Recipient)
+	b := n.lookup(callee)
+	if b == nil {
+		if b = n.restore(ctx, callee, "mt", restore); b == nil {
+			n.px.Respond(stx, req, 480, "Temporarily Unavailable")
+			return
+		}
+	}
+	sipx.RemoveHeaders(out, "Route")
+	for i := len(b.Path) - 1; i >= 0; i-- {
+		if u, err := sipx.ParseNameAddr(b.Path[i]); err == nil {
+			sipx.PrependRoute(out, u)
+		}
+	}
+	out.Recipient = b.ContactU
+	n.recordRoute(out)
+	n.px.Finish(stx, req, n.px.Fwd.Forward(ctx, stx, out, sipx.NextHop(out)))
+}
+
+// restore takes over a user this S-CSCF does not know: SAR UNREGISTERED_USER makes the HSS record this S-CSCF
+// and return the SCSCF-Restoration-Info the previous S-CSCF stored at registration (SPEC §4.5, §4.6).
+func (n *Node) restore(ctx context.Context, impu, direction string, marked bool) *binding {
+	if impu == "" || !*n.cfg.Restore {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	start := n.now()
+	saa, err := n.hss.ServerAssignment(cctx, &cx.SAR{PublicIdentities: []string{impu}, ServerName: n.cfg.ServerName(),
+		AssignmentType: cx.SATUnregisteredUser})
+	if err != nil {
+		n.log.Info("restore: sar unregistered user", "impu", impu, "err", err)
+		return nil
+	}
+	if len(saa.Restoration) == 0 || len(saa.Restoration[0].Registrations) == 0 {
+		return nil // not registered anywhere: nothing to take over
+	}
+	r := saa.Restoration[0]
+	ri := r.Registrations[0]
+	cu, err := sipx.ParseNameAddr(ri.Contact)
+	if err != nil {
+		n.log.Warn("restore: stored contact", "impu", impu, "contact", ri.Contact, "err", err)
+		return nil
+	}
+	exp := r.RegistrationTimeOut
+	if exp.IsZero() {
+		exp = n.now().Add(n.cfg.Expires.Default)
+	}
+	if n.now().After(exp) {
+		return nil
+	}
+	b := &binding{IMPI: r.UserName, IMPUs: []string{impu}, Contact: ri.Contact, ContactU: cu, Path: sipx.SplitList(ri.Path),
+		CallID: ri.CallID, CSeq: ri.InitialCSeq, Expires: exp, Restored: true}
+	if ids := publicIdentities(saa.UserData); len(ids) > 0 {
+		b.IMPUs = ids
+		if !contains(ids, impu) {
+			b.IMPUs = append([]string{impu}, ids...)
+		}
+	}
+	n.store(b)
+	n.rec.Emit("takeover", map[string]any{"impu": impu, "impi": b.IMPI, "direction": direction, "restore_marker": marked,
+		"path": ri.Path, "latency_us": n.now().Sub(start).Microseconds()})
+	n.log.Info("user taken over from the HSS restoration info", "impu", impu, "impi", b.IMPI, "direction", direction)
+	return b
+}

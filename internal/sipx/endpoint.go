@@ -1,0 +1,121 @@
+// Package sipx is the SIP glue shared by the testbed's network functions, over sipgo: a node's UDP endpoint, a
+// transaction-stateful forwarder that walks RFC 3263 targets with the retry rules of SPEC §2.2, and the IMS
+// headers and URI parameters (Path, Service-Route, P-Asserted-Identity, orig, restore).
+package sipx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+)
+
+func init() {
+	// IMS REGISTERs and their 200 OKs (Path, Service-Route, P-Associated-URI, Authorization) exceed sipgo's
+	// 1300-byte UDP limit; everything in the lab runs over loopback or a bridge with a large MTU.
+	sip.UDPMTUSize = 9000
+}
+
+// Timers are the SIP timers of a node. sipgo's timers are process-wide, which is fine because every node is
+// its own process; in-process tests share them.
+type Timers struct {
+	T1 time.Duration `yaml:"t1"` // RFC 3261 T1 (default 500ms); Timer B/F = 64×T1
+}
+
+// Apply sets the process-wide sipgo timers.
+func (t Timers) Apply() {
+	if t.T1 > 0 {
+		sip.SetTimers(t.T1, 8*t.T1, 10*t.T1)
+	}
+}
+
+// Endpoint is a node's SIP stack bound to one UDP socket: requests it sends leave from the socket it listens on,
+// so responses and later requests come back to the same address.
+type Endpoint struct {
+	Host   string // the node's host name (FQDN), used in Path, Record-Route and Service-Route
+	Addr   string // ip:port it listens on
+	UA     *sipgo.UserAgent
+	Server *sipgo.Server
+	Client *sipgo.Client
+
+	conn  net.PacketConn
+	laddr sip.Addr
+	log   *slog.Logger
+}
+
+// NewEndpoint binds listen ("127.0.0.1:5061", port 0 allowed) and builds the sipgo stack for host.
+func NewEndpoint(host, listen string, log *slog.Logger) (*Endpoint, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	conn, err := net.ListenPacket("udp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("sipx: listen %s: %w", listen, err)
+	}
+	addr := conn.LocalAddr().(*net.UDPAddr)
+	ua, err := sipgo.NewUA(sipgo.WithUserAgent(host), sipgo.WithUserAgentHostname(host))
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sipx: user agent: %w", err)
+	}
+	srv, err := sipgo.NewServer(ua, sipgo.WithServerLogger(log))
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sipx: server: %w", err)
+	}
+	cli, err := sipgo.NewClient(ua, sipgo.WithClientAddr(addr.String()), sipgo.WithClientConnectionAddr(addr.String()),
+		sipgo.WithClientLogger(log))
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sipx: client: %w", err)
+	}
+	return &Endpoint{
+		Host: host, Addr: addr.String(), UA: ua, Server: srv, Client: cli, conn: conn, log: log,
+		laddr: sip.Addr{IP: addr.IP, Port: addr.Port, Hostname: addr.IP.String()},
+	}, nil
+}
+
+// Serve reads requests until ctx is done.
+func (e *Endpoint) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- e.Server.ServeUDP(e.conn) }()
+	select {
+	case <-ctx.Done():
+		_ = e.UA.Close()
+		_ = e.conn.Close()
+		<-errc
+		return nil
+	case err := <-errc:
+		if errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		return fmt.Errorf("sipx: serve %s: %w", e.Addr, err)
+	}
+}
+
+// Bind makes an outgoing request leave from the endpoint's socket.
+func (e *Endpoint) Bind(req *sip.Request) { e.laddr.Copy(&req.Laddr) }
+
+// Port returns the listening port.
+func (e *Endpoint) Port() int { return e.laddr.Port }
+
+// Via builds this node's Via header with a new branch.
+func (e *Endpoint) Via() *sip.ViaHeader {
+	v := &sip.ViaHeader{ProtocolName: "SIP", ProtocolVersion: "2.0", Transport: "UDP", Host: e.laddr.IP.String(), Port: e.laddr.Port}
+	v.Params.Add("branch", sip.GenerateBranchN(16))
+	return v
+}
+
+// HostPort formats host and port for logs and URIs.
+func HostPort(host string, port int) string {
+	if port == 0 {
+		return host
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}

@@ -1,0 +1,406 @@
+package sipx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/pool"
+)
+
+// Errors of a forward that got no final response.
+var (
+	ErrNoTarget = errors.New("sipx: no reachable target")
+	ErrNoAnswer = errors.New("sipx: no answer")
+)
+
+// ForwarderConfig holds the per-node timers of the target walk.
+type ForwarderConfig struct {
+	// NoAnswer is how long an attempt may go without any response before the next target is tried (default 2s).
+	// It replaces sipgo's 32 s Timer B/F for failover purposes.
+	NoAnswer time.Duration `yaml:"no_answer"`
+	// Proceeding bounds the wait for a final response once a provisional arrived (default 60s for INVITE,
+	// 4×NoAnswer for other methods).
+	Proceeding time.Duration `yaml:"proceeding"`
+	// MaxAttempts bounds the targets tried for one request (default 4).
+	MaxAttempts int `yaml:"max_attempts"`
+	// DownOn5xx marks a peer down when it answers 408/503/504 (default false: those trigger a retry at the next
+	// target, but only a missing answer or a transport error marks the peer down, so a P-CSCF answering 504
+	// because the S-CSCFs behind it are gone is not itself taken for dead).
+	DownOn5xx bool `yaml:"down_on_5xx"`
+}
+
+func (c *ForwarderConfig) defaults() {
+	if c.NoAnswer <= 0 {
+		c.NoAnswer = 2 * time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 4
+	}
+}
+
+// Forwarder sends requests to a hop, walking its SRV targets (RFC 2782 order, known-down targets skipped) with
+// the retry rules of SPEC §2.2: retry only on 408/503/504, a transport error or no answer; never after a non-100
+// provisional; each retry is a new client transaction with a new branch.
+type Forwarder struct {
+	ep     *Endpoint
+	res    pool.Resolver
+	health *pool.Health
+	rec    *obs.Recorder
+	log    *slog.Logger
+	cfg    ForwarderConfig
+
+	mu  sync.Mutex
+	rnd *rand.Rand
+}
+
+// NewForwarder builds a forwarder. health may be nil (every target is then up).
+func NewForwarder(ep *Endpoint, res pool.Resolver, health *pool.Health, cfg ForwarderConfig, rec *obs.Recorder, log *slog.Logger, seed uint64) *Forwarder {
+	cfg.defaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Forwarder{ep: ep, res: res, health: health, rec: rec, log: log, cfg: cfg, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// Outcome is what a forward produced.
+type Outcome struct {
+	Final     *sip.Response // the final response (our Via still on top), nil when none came
+	Target    pool.Target   // the target of the last attempt
+	Attempts  int
+	Relayed   bool  // a non-100 provisional was relayed upstream: the caller must not try elsewhere
+	Cancelled bool  // the upstream CANCELled
+	Err       error // why there is no final response (ErrNoTarget, ErrNoAnswer, transport error)
+}
+
+// Succeeded reports a 2xx final response.
+func (o Outcome) Succeeded() bool { return o.Final != nil && o.Final.IsSuccess() }
+
+// Retryable reports an outcome after which another hop may be tried: no provisional relayed, and no final
+// response or a 408/503/504.
+func (o Outcome) Retryable() bool {
+	if o.Relayed || o.Cancelled {
+		return false
+	}
+	return o.Final == nil || Retryable(o.Final.StatusCode)
+}
+
+// Retryable reports the status codes that send a request to the next target.
+func Retryable(code int) bool { return code == 408 || code == 503 || code == 504 }
+
+// ForwardOption adjusts one forward.
+type ForwardOption func(*forwardOpts)
+
+type forwardOpts struct {
+	mutate     func(out *sip.Request, t pool.Target)
+	exclude    map[string]bool
+	onResponse func(res *sip.Response)
+}
+
+// WithResponseHook edits every response before it is relayed upstream or returned (for example an SBC
+// rewriting Contact).
+func WithResponseHook(f func(res *sip.Response)) ForwardOption {
+	return func(o *forwardOpts) { o.onResponse = f }
+}
+
+// WithMutate changes each attempt's copy of the request once its target is known.
+func WithMutate(f func(out *sip.Request, t pool.Target)) ForwardOption {
+	return func(o *forwardOpts) { o.mutate = f }
+}
+
+// WithExclude skips these target addresses (already tried by the caller).
+func WithExclude(addrs map[string]bool) ForwardOption {
+	return func(o *forwardOpts) { o.exclude = addrs }
+}
+
+// Targets resolves a hop to its targets in try order, known-down ones removed.
+func (f *Forwarder) Targets(ctx context.Context, hop Hop, tried map[string]bool) ([]pool.Target, error) {
+	var all []pool.Target
+	switch {
+	case hop.SRV != "":
+		ts, err := f.res.LookupSRV(ctx, hop.SRV)
+		if err != nil {
+			return nil, fmt.Errorf("sipx: resolve %s: %w", hop.SRV, err)
+		}
+		all = ts
+	case hop.Addr != "":
+		host, port, err := splitHostPort(hop.Addr)
+		if err != nil {
+			return nil, err
+		}
+		ip := host
+		if !isIP(host) {
+			if ip, err = f.res.LookupHost(ctx, host); err != nil {
+				return nil, fmt.Errorf("sipx: resolve %s: %w", host, err)
+			}
+		}
+		all = []pool.Target{{Name: hop.Host, Addr: HostPort(ip, port), Priority: 1, Weight: 1}}
+	default:
+		return nil, errors.New("sipx: empty hop")
+	}
+	if f.health == nil {
+		f.mu.Lock()
+		out := pool.Order(all, f.rnd)
+		f.mu.Unlock()
+		var keep []pool.Target
+		for _, t := range out {
+			if !tried[t.Addr] {
+				keep = append(keep, t)
+			}
+		}
+		return keep, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.health.Candidates(all, f.rnd, tried), nil
+}
+
+// Forward sends req to hop and waits for a final response, relaying provisional responses (except 100) to stx
+// when stx is not nil. req must already carry the Route/Request-URI the next hop needs; Forward adds this node's
+// Via to a copy per attempt and decrements Max-Forwards. The final response is returned, not relayed: the caller
+// decides (relay it with Respond, try another hop, or answer itself).
+func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req *sip.Request, hop Hop, opts ...ForwardOption) Outcome {
+	var o forwardOpts
+	for _, opt := range opts {
+		opt(&o)
+	}
+	tried := map[string]bool{}
+	for k := range o.exclude {
+		tried[k] = true
+	}
+	base := req.Clone()
+	if mf := base.MaxForwards(); mf != nil {
+		mf.Dec()
+	} else {
+		mf := sip.MaxForwardsHeader(70)
+		base.AppendHeader(&mf)
+	}
+
+	cancelled := make(chan struct{})
+	var cancelOnce sync.Once
+	if stx != nil && req.IsInvite() {
+		stx.OnCancel(func(*sip.Request) { cancelOnce.Do(func() { close(cancelled) }) })
+	}
+
+	var out Outcome
+	for out.Attempts < f.cfg.MaxAttempts {
+		targets, err := f.Targets(ctx, hop, tried)
+		if err != nil {
+			out.Err = err
+			return out
+		}
+		if len(targets) == 0 {
+			if out.Final == nil && out.Err == nil {
+				out.Err = fmt.Errorf("%w for %s", ErrNoTarget, hop)
+			}
+			return out
+		}
+		t := targets[0]
+		tried[t.Addr] = true
+		out.Attempts++
+		out.Target = t
+		res, relayed, wasCancelled, err := f.attempt(ctx, stx, base, t, &o, cancelled)
+		out.Final, out.Relayed, out.Cancelled, out.Err = res, relayed, wasCancelled, err
+		switch {
+		case wasCancelled || relayed:
+			return out
+		case err != nil:
+			if f.health != nil {
+				f.health.TransactionFailed(t, failureReason(err))
+			}
+			continue
+		case Retryable(res.StatusCode):
+			if f.health != nil && f.cfg.DownOn5xx {
+				f.health.TransactionFailed(t, strconv.Itoa(res.StatusCode))
+			}
+			continue
+		default:
+			if f.health != nil {
+				f.health.TransactionSucceeded(t)
+			}
+			return out
+		}
+	}
+	return out
+}
+
+func failureReason(err error) string {
+	switch {
+	case errors.Is(err, ErrNoAnswer), errors.Is(err, sip.ErrTransactionTimeout):
+		return "timeout"
+	default:
+		return "transport_error"
+	}
+}
+
+// attempt runs one client transaction to one target.
+func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base *sip.Request, t pool.Target,
+	o *forwardOpts, cancelled <-chan struct{}) (final *sip.Response, relayed, wasCancelled bool, err error) {
+	out := base.Clone()
+	out.PrependHeader(f.ep.Via())
+	f.ep.Bind(out)
+	out.SetDestination(t.Addr)
+	if o.mutate != nil {
+		o.mutate(out, t)
+	}
+	start := time.Now()
+	tx, err := f.ep.Client.TransactionRequest(ctx, out, noBuild)
+	if err != nil {
+		f.record(out, t, 0, start, "transport_error")
+		return nil, false, false, fmt.Errorf("sipx: send %s to %s: %w", out.Method, t.Addr, err)
+	}
+	defer tx.Terminate()
+
+	proceeding := f.cfg.Proceeding
+	if proceeding <= 0 {
+		if out.IsInvite() {
+			proceeding = 60 * time.Second
+		} else {
+			proceeding = 4 * f.cfg.NoAnswer
+		}
+	}
+	timer := time.NewTimer(f.cfg.NoAnswer)
+	defer timer.Stop()
+	gotProvisional := false
+	for {
+		select {
+		case res, ok := <-tx.Responses():
+			if !ok {
+				continue
+			}
+			if o.onResponse != nil {
+				res = res.Clone()
+				o.onResponse(res)
+			}
+			if res.IsProvisional() {
+				if !gotProvisional {
+					gotProvisional = true
+					timer.Reset(proceeding)
+				}
+				if res.StatusCode != 100 {
+					relayed = true
+					if stx != nil {
+						f.Relay(stx, base, res)
+					}
+				}
+				continue
+			}
+			f.record(out, t, res.StatusCode, start, "")
+			return res, relayed, false, nil
+		case <-tx.Done():
+			f.record(out, t, 0, start, failureReason(tx.Err()))
+			return nil, relayed, false, fmt.Errorf("sipx: %s to %s: %w", out.Method, t.Addr, tx.Err())
+		case <-timer.C:
+			if gotProvisional && out.IsInvite() {
+				f.sendCancel(out, t)
+			}
+			f.record(out, t, 0, start, "timeout")
+			return nil, relayed, false, fmt.Errorf("%w from %s (%s)", ErrNoAnswer, t.Addr, out.Method)
+		case <-cancelled:
+			cancelled = nil // once
+			wasCancelled = true
+			if gotProvisional {
+				f.sendCancel(out, t)
+			} else {
+				// Nothing to cancel yet downstream; RFC 3261 §9.1 says wait for a provisional. Give up here.
+				f.record(out, t, 487, start, "cancelled")
+				return nil, relayed, true, nil
+			}
+			timer.Reset(f.cfg.NoAnswer)
+		case <-ctx.Done():
+			if gotProvisional && out.IsInvite() {
+				f.sendCancel(out, t)
+			}
+			return nil, relayed, wasCancelled, ctx.Err()
+		}
+		if wasCancelled {
+			// Keep reading for the 487 (or a 200 that raced the CANCEL).
+			continue
+		}
+	}
+}
+
+// noBuild is a client option that keeps the request as the proxy built it (any option disables sipgo's own
+// header building).
+func noBuild(*sipgo.Client, *sip.Request) error { return nil }
+
+// sendCancel cancels an INVITE client transaction (RFC 3261 §9.1): same Request-URI, Call-ID, From, To, CSeq
+// number, top Via and Route as the INVITE.
+func (f *Forwarder) sendCancel(invite *sip.Request, t pool.Target) {
+	c := sip.NewRequest(sip.CANCEL, invite.Recipient)
+	if v := invite.Via(); v != nil {
+		c.AppendHeader(v.Clone())
+	}
+	for _, h := range invite.GetHeaders("Route") {
+		c.AppendHeader(sip.HeaderClone(h))
+	}
+	if h := invite.From(); h != nil {
+		c.AppendHeader(sip.HeaderClone(h))
+	}
+	if h := invite.To(); h != nil {
+		c.AppendHeader(sip.HeaderClone(h))
+	}
+	if h := invite.CallID(); h != nil {
+		c.AppendHeader(sip.HeaderClone(h))
+	}
+	if h := invite.CSeq(); h != nil {
+		c.AppendHeader(&sip.CSeqHeader{SeqNo: h.SeqNo, MethodName: sip.CANCEL})
+	}
+	mf := sip.MaxForwardsHeader(70)
+	c.AppendHeader(&mf)
+	c.SetBody(nil)
+	f.ep.Bind(c)
+	c.SetDestination(t.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*f.cfg.NoAnswer)
+	go func() {
+		defer cancel()
+		tx, err := f.ep.Client.TransactionRequest(ctx, c, noBuild)
+		if err != nil {
+			f.log.Warn("sipx: cancel", "call_id", callID(invite), "peer", t.Name, "err", err)
+			return
+		}
+		defer tx.Terminate()
+		select {
+		case <-tx.Responses():
+		case <-tx.Done():
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// Relay sends a downstream response upstream on stx: our own Via (the top one) is removed from a copy.
+func (f *Forwarder) Relay(stx sip.ServerTransaction, req *sip.Request, res *sip.Response) {
+	up := res.Clone()
+	up.RemoveHeader("Via")
+	up.SetDestination(req.Source())
+	if err := stx.Respond(up); err != nil {
+		f.log.Debug("sipx: relay response", "call_id", callID(req), "status", res.StatusCode, "err", err)
+	}
+}
+
+func (f *Forwarder) record(out *sip.Request, t pool.Target, status int, start time.Time, failure string) {
+	fields := map[string]any{
+		"method": string(out.Method), "call_id": callID(out), "peer": t.Name, "addr": t.Addr,
+		"status": status, "latency_us": time.Since(start).Microseconds(),
+	}
+	if failure != "" {
+		fields["failure"] = failure
+	}
+	f.rec.Emit("sip_tx", fields)
+}
+
+func callID(m sip.Message) string {
+	if c := m.CallID(); c != nil {
+		return c.Value()
+	}
+	return ""
+}
