@@ -132,6 +132,11 @@ func (f *Forwarder) Targets(ctx context.Context, hop Hop, tried map[string]bool)
 			return nil, fmt.Errorf("sipx: resolve %s: %w", hop.SRV, err)
 		}
 		all = ts
+		if f.health != nil {
+			for _, t := range ts {
+				f.health.Watch(t) // probe every pool member we may send to (idempotent)
+			}
+		}
 	case hop.Addr != "":
 		host, port, err := splitHostPort(hop.Addr)
 		if err != nil {

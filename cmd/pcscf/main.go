@@ -1,0 +1,21 @@
+// Command pcscf runs a P-CSCF: pcscf --config <node.yaml>.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/imslab/quasipool/internal/nfrun"
+	"github.com/imslab/quasipool/internal/pcscf"
+	"github.com/imslab/quasipool/internal/topology"
+)
+
+func main() {
+	os.Exit(nfrun.Main(topology.KindPCSCF, os.Args[1:], func(ctx context.Context, s *nfrun.Stack) (nfrun.Runner, error) {
+		// The BAC is not a pool member (it may not send restore=1) but it is the P-CSCF's access side: the
+		// identity it puts in P-Preferred-Identity is believed.
+		trusted := append(s.Cfg.Trusted, s.Addrs(ctx, "bac."+s.Cfg.Domain)...)
+		return pcscf.New(pcscf.Config{Host: s.Cfg.FQDN, Listen: s.EP.Addr, Domain: s.Cfg.Domain, ICSCF: s.Cfg.Peers.ICSCF,
+			PoolHosts: s.PoolHosts(ctx), Trusted: trusted, Forward: s.Forward()}, s.EP, s.Res, s.Health, s.Rec, s.Log)
+	}))
+}

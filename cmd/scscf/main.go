@@ -1,0 +1,24 @@
+// Command scscf runs an S-CSCF: scscf --config <node.yaml>.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/imslab/quasipool/internal/nfrun"
+	"github.com/imslab/quasipool/internal/scscf"
+	"github.com/imslab/quasipool/internal/topology"
+)
+
+func main() {
+	os.Exit(nfrun.Main(topology.KindSCSCF, os.Args[1:], func(ctx context.Context, s *nfrun.Stack) (nfrun.Runner, error) {
+		hss, err := s.CxClient()
+		if err != nil {
+			return nil, err
+		}
+		cfg := scscf.Config{Host: s.Cfg.FQDN, Listen: s.EP.Addr, Domain: s.Cfg.Domain, ICSCF: s.Cfg.Peers.ICSCF,
+			PoolHosts: s.PoolHosts(ctx), Trusted: s.Cfg.Trusted, Forward: s.Forward()}
+		cfg.Expires.Default = s.Cfg.Registration.Expires
+		return scscf.New(cfg, hss, s.EP, s.Res, s.Health, s.Rec, s.Log)
+	}))
+}

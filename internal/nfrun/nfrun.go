@@ -1,0 +1,204 @@
+// Package nfrun assembles the runtime every SIP network function shares from its generated node configuration:
+// logger, event recorder, DNS resolver against the lab DNS, SIP endpoint, peer health with OPTIONS probing, and
+// the Cx client for the nodes that talk to the HSS.
+package nfrun
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/imslab/quasipool/internal/cx"
+	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/pool"
+	"github.com/imslab/quasipool/internal/sipx"
+	"github.com/imslab/quasipool/internal/topology"
+)
+
+// Stack is a SIP node's shared runtime.
+type Stack struct {
+	Cfg    *topology.NodeConfig
+	Log    *slog.Logger
+	Rec    *obs.Recorder
+	Res    *pool.DNSResolver
+	EP     *sipx.Endpoint
+	Health *pool.Health
+	Cx     *cx.Client // nil unless CxClient was called
+}
+
+// Setup builds the runtime of a node.
+func Setup(cfg *topology.NodeConfig) (*Stack, error) {
+	log, err := obs.NewLogger(os.Stderr, obs.LogConfig{Format: cfg.Log.Format, Level: cfg.Log.Level}, cfg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	rec, err := obs.OpenRecorder(cfg.EventsFile, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	sipx.Timers{T1: cfg.Timers.T1}.Apply()
+	ep, err := sipx.NewEndpoint(cfg.FQDN, cfg.Listen, log)
+	if err != nil {
+		rec.Close()
+		return nil, err
+	}
+	res := pool.NewDNSResolver(cfg.DNSServer)
+	hc := pool.HealthConfig{Interval: cfg.Probing.Interval, Timeout: cfg.Probing.Timeout,
+		FailuresToDown: cfg.Probing.FailuresToDown, SuccessesToUp: cfg.Probing.SuccessesToUp}
+	health, err := pool.NewHealth(hc, pool.NewSIPProber(ep.Client, cfg.FQDN), pool.WithLogger(log), pool.WithEvents(rec))
+	if err != nil {
+		rec.Close()
+		return nil, fmt.Errorf("probing: %w", err)
+	}
+	return &Stack{Cfg: cfg, Log: log, Rec: rec, Res: res, EP: ep, Health: health}, nil
+}
+
+// Forward returns the forwarder timers of the node. Requests without a provisional answer (REGISTER, BYE) cross
+// several proxies, each of which may itself wait for a dead peer before failing over, so a node waits longer the
+// closer it is to the phones: S-CSCF and I-CSCF 1×, P-CSCF 2.5×, BAC 3.5× the topology's no-answer time.
+func (s *Stack) Forward() sipx.ForwarderConfig {
+	base := s.Cfg.Timers.NonInviteNoAnswer
+	if base <= 0 {
+		base = 2 * time.Second
+	}
+	factor := 1.0
+	switch s.Cfg.Kind {
+	case topology.KindPCSCF:
+		factor = 2.5
+	case topology.KindBAC:
+		factor = 3.5
+	}
+	return sipx.ForwarderConfig{NoAnswer: time.Duration(float64(base) * factor)}
+}
+
+// PoolHosts returns the members of the node's own pool (pcscf1.ims.test → every target of pcscf.ims.test).
+func (s *Stack) PoolHosts(ctx context.Context) []string {
+	first, rest, _ := strings.Cut(s.Cfg.FQDN, ".")
+	poolName := strings.TrimRight(first, "0123456789") + "." + rest
+	ts, err := s.Res.LookupSRV(ctx, pool.SIPName(poolName))
+	if err != nil {
+		s.Log.Warn("resolve own pool", "pool", poolName, "err", err)
+		return []string{s.Cfg.FQDN}
+	}
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// Addrs resolves a host's SRV record to its target addresses (e.g. the BAC's, to trust it).
+func (s *Stack) Addrs(ctx context.Context, host string) []string {
+	ts, err := s.Res.LookupSRV(ctx, pool.SIPName(host))
+	if err != nil {
+		s.Log.Warn("resolve", "host", host, "err", err)
+		return nil
+	}
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Addr)
+	}
+	return out
+}
+
+// CxClient builds the node's Cx client; the HSS address comes from the Diameter SRV record at every connection.
+func (s *Stack) CxClient() (*cx.Client, error) {
+	srv := s.Cfg.Peers.HSS
+	if srv == "" {
+		return nil, errors.New("peers.hss: must be set")
+	}
+	c, err := cx.NewClient(cx.ClientConfig{OriginHost: s.Cfg.FQDN, OriginRealm: s.Cfg.Domain, DestinationRealm: s.Cfg.Domain,
+		WatchdogInterval: 2 * time.Second},
+		cx.WithClientLogger(s.Log), cx.WithResolver(func(ctx context.Context) (string, error) {
+			ts, err := s.Res.LookupSRV(ctx, srv)
+			if err != nil {
+				return "", err
+			}
+			if len(ts) == 0 {
+				return "", fmt.Errorf("%s: no target", srv)
+			}
+			return ts[0].Addr, nil
+		}))
+	if err != nil {
+		return nil, err
+	}
+	s.Cx = c
+	return c, nil
+}
+
+// Runner is a network function's main loop.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// Run serves the endpoint, the probing, the Cx client and the node until ctx is done.
+func (s *Stack) Run(ctx context.Context, node Runner) error {
+	defer s.Rec.Close()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.EP.Serve(gctx) })
+	g.Go(func() error { return s.Health.Run(gctx) })
+	g.Go(func() error { return node.Run(gctx) })
+	if s.Cx != nil {
+		g.Go(func() error { return s.Cx.Run(gctx) })
+		select {
+		case <-s.Cx.Connected():
+		case <-time.After(10 * time.Second):
+			s.Log.Warn("no HSS connection yet; serving anyway")
+		case <-gctx.Done():
+		}
+	}
+	s.Log.Info(s.Cfg.Name+" ready", "sip", s.EP.Addr, "host", s.Cfg.FQDN, "kind", string(s.Cfg.Kind))
+	s.Rec.Emit("node_ready", map[string]any{"sip": s.EP.Addr, "kind": string(s.Cfg.Kind)})
+	err := g.Wait()
+	s.Log.Info(s.Cfg.Name + " stopped")
+	return err
+}
+
+// Main is the whole main function of a SIP network function: `<kind> --config <node.yaml>`, run until SIGINT or
+// SIGTERM. build wires the node on the stack. It returns the process exit code.
+func Main(kind topology.Kind, args []string, build func(ctx context.Context, s *Stack) (Runner, error)) int {
+	fs := flag.NewFlagSet(string(kind), flag.ContinueOnError)
+	path := fs.String("config", "", "node configuration file generated from the topology (required)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *path == "" {
+		fmt.Fprintf(os.Stderr, "%s: --config is required\n", kind)
+		return 2
+	}
+	cfg, err := topology.LoadNodeConfig(*path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", kind, err)
+		return 2
+	}
+	if cfg.Kind != kind {
+		fmt.Fprintf(os.Stderr, "%s: %s: kind is %q, not %q\n", kind, *path, cfg.Kind, kind)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := Setup(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.Name, err)
+		return 1
+	}
+	node, err := build(ctx, s)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.Name, err)
+		return 1
+	}
+	if err := s.Run(ctx, node); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.Name, err)
+		return 1
+	}
+	return 0
+}
