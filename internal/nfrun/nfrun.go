@@ -145,6 +145,10 @@ func (s *Stack) Run(ctx context.Context, node Runner) error {
 	defer s.Rec.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.EP.Serve(gctx) })
+	select {
+	case <-s.EP.Listening():
+	case <-gctx.Done():
+	}
 	g.Go(func() error { return s.Health.Run(gctx) })
 	g.Go(func() error { return node.Run(gctx) })
 	if s.Cx != nil {

@@ -44,9 +44,10 @@ type Endpoint struct {
 	Server *sipgo.Server
 	Client *sipgo.Client
 
-	conn  net.PacketConn
-	laddr sip.Addr
-	log   *slog.Logger
+	conn      net.PacketConn
+	laddr     sip.Addr
+	log       *slog.Logger
+	listening chan struct{}
 }
 
 // NewEndpoint binds listen ("127.0.0.1:5061", port 0 allowed) and builds the sipgo stack for host.
@@ -76,7 +77,7 @@ func NewEndpoint(host, listen string, log *slog.Logger) (*Endpoint, error) {
 		return nil, fmt.Errorf("sipx: client: %w", err)
 	}
 	return &Endpoint{
-		Host: host, Addr: addr.String(), UA: ua, Server: srv, Client: cli, conn: conn, log: log,
+		Host: host, Addr: addr.String(), UA: ua, Server: srv, Client: cli, conn: conn, log: log, listening: make(chan struct{}),
 		laddr: sip.Addr{IP: addr.IP, Port: addr.Port, Hostname: addr.IP.String()},
 	}, nil
 }
@@ -85,6 +86,8 @@ func NewEndpoint(host, listen string, log *slog.Logger) (*Endpoint, error) {
 func (e *Endpoint) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- e.Server.ServeUDP(e.conn) }()
+	e.waitListening(errc)
+	close(e.listening)
 	select {
 	case <-ctx.Done():
 		_ = e.UA.Close()
@@ -98,6 +101,25 @@ func (e *Endpoint) Serve(ctx context.Context) error {
 		return fmt.Errorf("sipx: serve %s: %w", e.Addr, err)
 	}
 }
+
+// waitListening returns once sipgo has registered the socket in its connection pool: a request sent before
+// that would try to open a second socket on the same address.
+func (e *Endpoint) waitListening(errc chan error) {
+	for i := 0; i < 200; i++ {
+		if c, err := e.UA.TransportLayer().GetConnection("udp", e.Addr); err == nil && c != nil {
+			return
+		}
+		select {
+		case err := <-errc:
+			errc <- err
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// Listening is closed once the endpoint can send and receive.
+func (e *Endpoint) Listening() <-chan struct{} { return e.listening }
 
 // Bind makes an outgoing request leave from the endpoint's socket.
 func (e *Endpoint) Bind(req *sip.Request) { e.laddr.Copy(&req.Laddr) }

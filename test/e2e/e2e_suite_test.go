@@ -2,6 +2,7 @@
 package e2e_test
 
 import (
+	"strings"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -9,7 +10,10 @@ import (
 	"github.com/onsi/gomega/gexec"
 )
 
-var hssBin string
+var (
+	hssBin   string
+	binaries = map[string]string{}
+)
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -17,11 +21,19 @@ func TestE2E(t *testing.T) {
 }
 
 var _ = SynchronizedBeforeSuite(func() []byte {
-	bin, err := gexec.Build("github.com/imslab/quasipool/cmd/hss")
-	Expect(err).NotTo(HaveOccurred())
-	return []byte(bin)
-}, func(bin []byte) {
-	hssBin = string(bin)
+	var out []string
+	for _, name := range []string{"hss", "dnsd", "bac", "pcscf", "icscf", "scscf"} {
+		bin, err := gexec.Build("github.com/imslab/quasipool/cmd/" + name)
+		Expect(err).NotTo(HaveOccurred())
+		out = append(out, name+"="+bin)
+	}
+	return []byte(strings.Join(out, "\n"))
+}, func(data []byte) {
+	for _, line := range strings.Split(string(data), "\n") {
+		name, bin, _ := strings.Cut(line, "=")
+		binaries[name] = bin
+	}
+	hssBin = binaries["hss"]
 })
 
 var _ = SynchronizedAfterSuite(func() {}, func() {

@@ -1,0 +1,116 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+
+	"github.com/imslab/quasipool/internal/topology"
+)
+
+// testTopology is the default lab shape on its own ports, so it can run next to a lab on the default ones.
+func testTopology(base int) string {
+	return fmt.Sprintf(`
+domain: ims.test
+dns: {listen: 127.0.0.1:%d, ttl: 1s}
+hss: {host: hss, address: 127.0.0.1, diameter_port: %d, http_port: %d, lab_subscribers: true}
+bac: {host: bac, address: 127.0.0.1, port: %d}
+icscf: {host: icscf, address: 127.0.0.1, port: %d}
+pools:
+  pcscf: {size: 3, address: 127.0.0.1, base_port: %d, weight: 10}
+  scscf: {size: 3, address: 127.0.0.1, base_port: %d, weight: 10}
+timers: {t1: 500ms, invite_no_answer: 2s, non_invite_no_answer: 2s}
+probing: {interval: 1s, timeout: 500ms, failures_to_down: 2, successes_to_up: 1}
+registration: {expires: 600s}
+log: {format: text, level: info}
+`, base, base+1, base+2, base+10, base+20, base+11, base+21)
+}
+
+// lab is a topology run as real processes.
+type lab struct {
+	dir   string
+	topo  *topology.Topology
+	procs map[string]*gexec.Session
+}
+
+func (l *lab) start(name string) {
+	cfg, err := l.topo.NodeConfig(name, topology.InRunDir(l.dir))
+	Expect(err).NotTo(HaveOccurred())
+	var cmd *exec.Cmd
+	path := filepath.Join(l.dir, "config", name+".yaml")
+	switch cfg.Kind {
+	case topology.KindHSS:
+		cmd = exec.Command(binaries["hss"], "--data-dir", cfg.HSS.DataDir, "--diameter-listen", cfg.HSS.DiameterListen,
+			"--http-listen", cfg.HSS.HTTPListen, "--origin-host", cfg.HSS.OriginHost, "--realm", cfg.HSS.OriginRealm,
+			"--lab-subscribers", "--events", cfg.EventsFile)
+	default:
+		cmd = exec.Command(binaries[string(cfg.Kind)], "--config", path)
+	}
+	logf, err := os.Create(filepath.Join(l.dir, "logs", name+".log"))
+	Expect(err).NotTo(HaveOccurred())
+	s, err := gexec.Start(cmd, logf, logf)
+	Expect(err).NotTo(HaveOccurred())
+	l.procs[name] = s
+	Eventually(func() string {
+		b, _ := os.ReadFile(filepath.Join(l.dir, "logs", name+".log"))
+		return string(b)
+	}, 20*time.Second, 50*time.Millisecond).Should(Or(ContainSubstring(" ready"), ContainSubstring("msg=\"hss ready\"")), "node %s did not become ready", name)
+}
+
+func (l *lab) stop(name string) {
+	if s := l.procs[name]; s != nil {
+		s.Terminate().Wait(5 * time.Second)
+		s.Kill().Wait(2 * time.Second)
+		delete(l.procs, name)
+	}
+}
+
+func (l *lab) kill(name string) {
+	if s := l.procs[name]; s != nil {
+		s.Kill().Wait(5 * time.Second)
+		delete(l.procs, name)
+	}
+}
+
+func (l *lab) logTail(name string) string {
+	b, _ := os.ReadFile(filepath.Join(l.dir, "logs", name+".log"))
+	lines := strings.Split(string(b), "\n")
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// startLab runs every node of the topology; the lab is stopped when the spec ends.
+func startLab(base int) *lab {
+	dir := GinkgoT().TempDir()
+	topo, err := topology.Parse([]byte(testTopology(base)))
+	Expect(err).NotTo(HaveOccurred())
+	for _, d := range []string{"config", "logs", "events", "data"} {
+		Expect(os.MkdirAll(filepath.Join(dir, d), 0o755)).To(Succeed())
+	}
+	Expect(topo.WriteFile(filepath.Join(dir, "topology.yaml"))).To(Succeed())
+	Expect(topo.WriteNodeConfigs(filepath.Join(dir, "config"), topology.InRunDir(dir))).To(Succeed())
+	l := &lab{dir: dir, topo: topo, procs: map[string]*gexec.Session{}}
+	DeferCleanup(func() {
+		if CurrentSpecReport().Failed() {
+			for name := range l.procs {
+				GinkgoWriter.Printf("---- %s ----\n%s\n", name, l.logTail(name))
+			}
+		}
+		for name := range l.procs {
+			l.stop(name)
+		}
+	})
+	for _, n := range topo.Nodes() {
+		l.start(n.Name)
+	}
+	return l
+}

@@ -1,0 +1,70 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// rawPhone is a bare sipgo UA, for checks that do not need the simulated phones.
+type rawPhone struct {
+	cli  *sipgo.Client
+	addr string
+}
+
+func newRawPhone() *rawPhone {
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	ua, err := sipgo.NewUA(sipgo.WithUserAgent("e2e-phone"))
+	Expect(err).NotTo(HaveOccurred())
+	srv, err := sipgo.NewServer(ua)
+	Expect(err).NotTo(HaveOccurred())
+	go func() { _ = srv.ServeUDP(conn) }()
+	addr := conn.LocalAddr().String()
+	Eventually(func() error { _, err := ua.TransportLayer().GetConnection("udp", addr); return err }).Should(Succeed())
+	cli, err := sipgo.NewClient(ua, sipgo.WithClientAddr(addr), sipgo.WithClientConnectionAddr(addr))
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { ua.Close(); conn.Close() })
+	return &rawPhone{cli: cli, addr: addr}
+}
+
+func (p *rawPhone) register(ctx context.Context, bac, user, password string, expires int) *sip.Response {
+	req := sip.NewRequest(sip.REGISTER, sip.Uri{Scheme: "sip", Host: "ims.test"})
+	aor := sip.Uri{Scheme: "sip", User: user, Host: "ims.test"}
+	req.AppendHeader(&sip.FromHeader{Address: aor, Params: sip.HeaderParams{{K: "tag", V: sip.GenerateTagN(8)}}})
+	req.AppendHeader(&sip.ToHeader{Address: aor})
+	host, port, _ := net.SplitHostPort(p.addr)
+	var pn int
+	fmt.Sscan(port, &pn)
+	req.AppendHeader(&sip.ContactHeader{Address: sip.Uri{Scheme: "sip", User: user, Host: host, Port: pn}})
+	req.AppendHeader(sip.NewHeader("Expires", fmt.Sprint(expires)))
+	req.SetDestination(bac)
+	res, err := p.cli.Do(ctx, req)
+	Expect(err).NotTo(HaveOccurred())
+	if res.StatusCode != 401 {
+		return res
+	}
+	res, err = p.cli.DoDigestAuth(ctx, req, res, sipgo.DigestAuth{Username: user + "@ims.test", Password: password})
+	Expect(err).NotTo(HaveOccurred())
+	return res
+}
+
+var _ = Describe("SIP core", Label("e2e"), func() {
+	It("registers a phone through BAC, P-CSCF, I-CSCF and S-CSCF with SIP Digest", SpecTimeout(90*time.Second), func(sctx SpecContext) {
+		l := startLab(21000)
+		p := newRawPhone()
+		bac := "127.0.0.1:21010"
+		ctx, cancel := context.WithTimeout(sctx, 20*time.Second)
+		defer cancel()
+		res := p.register(ctx, bac, "user0001", "pass0001", 600)
+		Expect(res.StatusCode).To(Equal(200), res.String())
+		Expect(res.GetHeader("Service-Route").Value()).To(MatchRegexp(`sip:orig@scscf\d\.ims\.test;lr`))
+		_ = l
+	})
+})
