@@ -46,6 +46,10 @@ func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
 	}
 	uaa, err := uar(cx.UATRegistration)
 	if err != nil {
+		if res, ok := cx.ResultOf(err); ok && res == cx.ErrorUserUnknown {
+			n.px.Respond(stx, req, 403, "Forbidden (unknown user)") // TS 24.229 §5.3.1.2
+			return
+		}
 		n.answerCx(stx, req, "UAR", err)
 		return
 	}

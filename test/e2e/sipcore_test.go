@@ -14,8 +14,9 @@ import (
 
 // rawPhone is a bare sipgo UA, for checks that do not need the simulated phones.
 type rawPhone struct {
-	cli  *sipgo.Client
-	addr string
+	cli          *sipgo.Client
+	addr         string
+	lastRegister *sip.Request
 }
 
 func newRawPhone() *rawPhone {
@@ -45,6 +46,7 @@ func (p *rawPhone) register(ctx context.Context, bac, user, password string, exp
 	req.AppendHeader(&sip.ContactHeader{Address: sip.Uri{Scheme: "sip", User: user, Host: host, Port: pn}})
 	req.AppendHeader(sip.NewHeader("Expires", fmt.Sprint(expires)))
 	req.SetDestination(bac)
+	p.lastRegister = req
 	res, err := p.cli.Do(ctx, req)
 	Expect(err).NotTo(HaveOccurred())
 	if res.StatusCode != 401 {
@@ -55,16 +57,62 @@ func (p *rawPhone) register(ctx context.Context, bac, user, password string, exp
 	return res
 }
 
-var _ = Describe("SIP core", Label("e2e"), func() {
-	It("registers a phone through BAC, P-CSCF, I-CSCF and S-CSCF with SIP Digest", SpecTimeout(90*time.Second), func(sctx SpecContext) {
-		l := startLab(21000)
+func registrationState(httpAt, impi string) map[string]any { return registrationOf(httpAt, impi) }
+
+var _ = Describe("SIP core", Label("e2e"), Ordered, func() {
+	var (
+		l   *lab
+		bac = "127.0.0.1:21010"
+	)
+	BeforeAll(func() { l = startLab(21000); _ = l })
+
+	It("registers a phone through BAC, P-CSCF, I-CSCF and S-CSCF with SIP Digest", SpecTimeout(60*time.Second), func(sctx SpecContext) {
 		p := newRawPhone()
-		bac := "127.0.0.1:21010"
 		ctx, cancel := context.WithTimeout(sctx, 20*time.Second)
 		defer cancel()
 		res := p.register(ctx, bac, "user0001", "pass0001", 600)
 		Expect(res.StatusCode).To(Equal(200), res.String())
 		Expect(res.GetHeader("Service-Route").Value()).To(MatchRegexp(`sip:orig@scscf\d\.ims\.test;lr`))
-		_ = l
+		Expect(res.GetHeader("Path").Value()).To(MatchRegexp(`<sip:term@pcscf\d\.ims\.test;lr>`))
+		Expect(res.Contact().Address.Port).NotTo(BeZero(), "the phone gets its own Contact back, not the BAC token")
+
+		reg := registrationState("127.0.0.1:21002", "user0001@ims.test")
+		Expect(reg).To(HaveKeyWithValue("state", "registered"))
+		Expect(reg["server_name"]).To(MatchRegexp(`sip:scscf\d\.ims\.test`))
+		Expect(reg["restoration"]).To(HaveKeyWithValue("restoration_info", ContainElement(And(
+			HaveKeyWithValue("path", MatchRegexp(`<sip:term@pcscf\d\.ims\.test;lr>`)),
+			HaveKeyWithValue("contact", ContainSubstring("user0001@bac.ims.test")),
+		))))
+
+		By("re-registering on the same S-CSCF")
+		res = p.register(ctx, bac, "user0001", "pass0001", 300)
+		Expect(res.StatusCode).To(Equal(200))
+		Expect(registrationState("127.0.0.1:21002", "user0001@ims.test")["server_name"]).To(Equal(reg["server_name"]))
+
+		By("de-registering")
+		res = p.register(ctx, bac, "user0001", "pass0001", 0)
+		Expect(res.StatusCode).To(Equal(200))
+		Expect(registrationState("127.0.0.1:21002", "user0001@ims.test")).To(HaveKeyWithValue("state", "not_registered"))
+	})
+
+	It("challenges a wrong password again, then answers 403", SpecTimeout(60*time.Second), func(sctx SpecContext) {
+		p := newRawPhone()
+		ctx, cancel := context.WithTimeout(sctx, 20*time.Second)
+		defer cancel()
+		res := p.register(ctx, bac, "user0002", "wrong", 600)
+		Expect(res.StatusCode).To(Equal(401), "a first wrong answer gets a new challenge")
+		req := p.lastRegister
+		res, err := p.cli.DoDigestAuth(ctx, req, res, sipgo.DigestAuth{Username: "user0002@ims.test", Password: "wrong"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.StatusCode).To(Equal(403))
+		Expect(registrationState("127.0.0.1:21002", "user0002@ims.test")).To(HaveKeyWithValue("state", "not_registered"))
+	})
+
+	It("refuses an unknown user with 403", SpecTimeout(60*time.Second), func(sctx SpecContext) {
+		p := newRawPhone()
+		ctx, cancel := context.WithTimeout(sctx, 20*time.Second)
+		defer cancel()
+		res := p.register(ctx, bac, "nobody", "x", 600)
+		Expect(res.StatusCode).To(Equal(403))
 	})
 })
