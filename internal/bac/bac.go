@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"regexp"
 	"strconv"
 	"sync"
@@ -45,7 +46,8 @@ func (c *Config) Validate() error {
 type phone struct {
 	Token   string
 	IMPU    string
-	Addr    string  // where the phone sends from (ip:port)
+	Source  string  // where the phone sends from (ip:port)
+	Addr    string  // where requests for the phone go: its Contact when that is an IP literal with a port, else Source
 	Contact sip.Uri // the phone's own Contact URI
 	PCSCF   string  // host of the P-CSCF it registered through
 	Expires time.Time
@@ -165,14 +167,20 @@ func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
 		ph = &phone{Token: token, IMPU: sipx.AOR(to.Address)}
 		n.byToken[token] = ph
 	}
-	if ph.Addr != req.Source() {
-		if ph.Addr != "" {
-			n.addrs[ph.Addr]--
+	if ph.Source != req.Source() {
+		if ph.Source != "" {
+			n.addrs[ph.Source]--
 		}
-		ph.Addr = req.Source()
-		n.addrs[ph.Addr]++
+		ph.Source = req.Source()
+		n.addrs[ph.Source]++
 	}
 	ph.Contact = contact.Address
+	ph.Addr = ph.Source
+	if ip := net.ParseIP(contact.Address.Host); ip != nil && contact.Address.Port != 0 {
+		// No NAT in the lab: a phone that names its address is reached there (SIPp registers from one
+		// process and answers calls in another).
+		ph.Addr = sipx.HostPort(contact.Address.Host, contact.Address.Port)
+	}
 	pcscf := ph.PCSCF
 	n.mu.Unlock()
 
@@ -253,7 +261,7 @@ func (n *Node) fromPhone(ctx context.Context, stx sip.ServerTransaction, req *si
 		return
 	}
 	ph := n.phoneByToken(tokenFor(from.Address))
-	if ph == nil || ph.Addr != req.Source() || ph.PCSCF == "" || n.now().After(ph.Expires) {
+	if ph == nil || ph.PCSCF == "" || n.now().After(ph.Expires) {
 		n.px.Respond(stx, req, 403, "Forbidden (not registered)")
 		return
 	}
