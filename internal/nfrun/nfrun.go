@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/emiago/sipgo/sip"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/imslab/quasipool/internal/cx"
@@ -45,6 +46,9 @@ func Setup(cfg *topology.NodeConfig) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	// sipgo logs through its own default logger (parse errors, transport problems): make that ours.
+	sip.SetDefaultLogger(log.With("caller", "sipgo"))
+	slog.SetDefault(log)
 	sipx.Timers{T1: cfg.Timers.T1}.Apply()
 	ep, err := sipx.NewEndpoint(cfg.FQDN, cfg.Listen, log)
 	if err != nil {
