@@ -214,7 +214,11 @@ func AOR(u sip.Uri) string {
 		scheme = "sip"
 	}
 	if scheme == "tel" {
-		return "tel:" + u.User
+		num, _, _ := strings.Cut(u.Raw(), ";")
+		if num == "" {
+			num = u.User
+		}
+		return "tel:" + num
 	}
 	if u.User == "" {
 		return scheme + ":" + u.Host

@@ -1,0 +1,164 @@
+package sipx_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/imslab/quasipool/internal/pool"
+	"github.com/imslab/quasipool/internal/sipx"
+)
+
+// peer is a SIP server that answers every INVITE/OPTIONS/MESSAGE with a scripted response sequence.
+type peer struct {
+	addr string
+	mu   sync.Mutex
+	hits int
+}
+
+func startPeer(codes ...int) *peer {
+	ep, err := sipx.NewEndpoint("peer.test", "127.0.0.1:0", slog.New(slog.NewTextHandler(GinkgoWriter, nil)))
+	Expect(err).NotTo(HaveOccurred())
+	p := &peer{addr: ep.Addr}
+	h := func(req *sip.Request, tx sip.ServerTransaction) {
+		p.mu.Lock()
+		p.hits++
+		p.mu.Unlock()
+		for i, c := range codes {
+			if i > 0 {
+				// sipgo hands each received message to its own goroutine: responses sent back to back may be
+				// processed out of order, which a real peer's timing never provokes.
+				time.Sleep(50 * time.Millisecond)
+			}
+			_ = tx.Respond(sip.NewResponseFromRequest(req, c, "scripted", nil))
+		}
+		if len(codes) > 0 && codes[len(codes)-1] < 200 {
+			<-tx.Done()
+		}
+	}
+	ep.Server.OnRequest(sip.MESSAGE, h)
+	ep.Server.OnInvite(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = ep.Serve(ctx) }()
+	Eventually(ep.Listening()).Should(BeClosed())
+	DeferCleanup(cancel)
+	return p
+}
+
+func (p *peer) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hits
+}
+
+// deadAddr is a UDP address nobody answers on.
+func deadAddr() string {
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(c.Close)
+	return c.LocalAddr().String() // bound but never read: requests vanish
+}
+
+func newForwarder(res pool.Resolver) (*sipx.Forwarder, *pool.Health) {
+	log := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
+	ep, err := sipx.NewEndpoint("proxy.test", "127.0.0.1:0", log)
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	DeferCleanup(cancel)
+	go func() { _ = ep.Serve(ctx) }()
+	Eventually(ep.Listening()).Should(BeClosed())
+	h, err := pool.NewHealth(pool.HealthConfig{}, pool.ProberFunc(func(context.Context, pool.Target) error { return nil }))
+	Expect(err).NotTo(HaveOccurred())
+	return sipx.NewForwarder(ep, res, h, sipx.ForwarderConfig{NoAnswer: 300 * time.Millisecond}, nil, log, 1), h
+}
+
+func message() *sip.Request {
+	req := sip.NewRequest(sip.MESSAGE, sip.Uri{Scheme: "sip", User: "bob", Host: "ims.test"})
+	req.AppendHeader(&sip.FromHeader{Address: sip.Uri{Scheme: "sip", User: "alice", Host: "ims.test"}, Params: sip.HeaderParams{{K: "tag", V: "1"}}})
+	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: "bob", Host: "ims.test"}})
+	cid := sip.CallIDHeader(sip.GenerateTagN(10))
+	req.AppendHeader(&cid)
+	req.AppendHeader(&sip.CSeqHeader{SeqNo: 1, MethodName: sip.MESSAGE})
+	return req
+}
+
+var _ = Describe("Forwarder", Label("integration"), func() {
+	It("walks priorities, skips a dead target and a 503, and marks the silent one down", SpecTimeout(20*time.Second), func(sctx SpecContext) {
+		dead := deadAddr()
+		busy := startPeer(503)
+		ok := startPeer(200)
+		res := pool.NewStaticResolver().SetSRV("_sip._udp.pcscf1.ims.test",
+			pool.Target{Name: "pcscf1.ims.test", Addr: dead, Priority: 1, Weight: 10},
+			pool.Target{Name: "pcscf2.ims.test", Addr: busy.addr, Priority: 2, Weight: 10},
+			pool.Target{Name: "pcscf3.ims.test", Addr: ok.addr, Priority: 3, Weight: 10})
+		f, h := newForwarder(res)
+		out := f.Forward(sctx, nil, message(), sipx.SRVHop("pcscf1.ims.test"))
+		Expect(out.Final).NotTo(BeNil(), "%v", out.Err)
+		Expect(out.Final.StatusCode).To(Equal(200))
+		Expect(out.Attempts).To(Equal(3))
+		Expect(out.Target.Name).To(Equal("pcscf3.ims.test"))
+		Expect(h.IsDown(dead)).To(BeTrue(), "no answer marks the peer down")
+		Expect(h.IsDown(busy.addr)).To(BeFalse(), "a 503 retries elsewhere but does not mark the peer down")
+
+		By("skipping the known-down target at once next time")
+		start := time.Now()
+		out = f.Forward(sctx, nil, message(), sipx.SRVHop("pcscf1.ims.test"))
+		Expect(out.Final.StatusCode).To(Equal(200))
+		Expect(time.Since(start)).To(BeNumerically("<", 250*time.Millisecond))
+	})
+
+	It("never retries a final answer other than 408/503/504", SpecTimeout(10*time.Second), func(sctx SpecContext) {
+		forbidden := startPeer(403)
+		ok := startPeer(200)
+		res := pool.NewStaticResolver().SetSRV("_sip._udp.x.ims.test",
+			pool.Target{Name: "a", Addr: forbidden.addr, Priority: 1, Weight: 10},
+			pool.Target{Name: "b", Addr: ok.addr, Priority: 2, Weight: 10})
+		f, _ := newForwarder(res)
+		out := f.Forward(sctx, nil, message(), sipx.SRVHop("x.ims.test"))
+		Expect(out.Final.StatusCode).To(Equal(403))
+		Expect(ok.count()).To(BeZero())
+	})
+
+	It("does not fail over an INVITE after a non-100 provisional", SpecTimeout(10*time.Second), func(sctx SpecContext) {
+		ringingThenBusy := startPeer(180, 503)
+		ok := startPeer(200)
+		res := pool.NewStaticResolver().SetSRV("_sip._udp.x.ims.test",
+			pool.Target{Name: "a", Addr: ringingThenBusy.addr, Priority: 1, Weight: 10},
+			pool.Target{Name: "b", Addr: ok.addr, Priority: 2, Weight: 10})
+		f, _ := newForwarder(res)
+		inv := message()
+		inv.Method = sip.INVITE
+		inv.CSeq().MethodName = sip.INVITE
+		out := f.Forward(sctx, nil, inv, sipx.SRVHop("x.ims.test"))
+		Expect(out.Relayed).To(BeTrue())
+		Expect(out.Final.StatusCode).To(Equal(503))
+		Expect(ok.count()).To(BeZero(), "no double ringing")
+	})
+
+	It("answers quickly when every target is down", SpecTimeout(10*time.Second), func(sctx SpecContext) {
+		res := pool.NewStaticResolver().SetSRV("_sip._udp.x.ims.test",
+			pool.Target{Name: "a", Addr: deadAddr(), Priority: 1, Weight: 10})
+		f, h := newForwarder(res)
+		h.TransactionFailed(pool.Target{Name: "a", Addr: mustTarget(res).Addr}, "test")
+		start := time.Now()
+		out := f.Forward(sctx, nil, message(), sipx.SRVHop("x.ims.test"))
+		Expect(out.Final).To(BeNil())
+		Expect(out.Err).To(MatchError(ContainSubstring("no reachable target")))
+		Expect(time.Since(start)).To(BeNumerically("<", 100*time.Millisecond))
+	})
+})
+
+func mustTarget(res pool.Resolver) pool.Target {
+	ts, err := res.LookupSRV(context.Background(), "_sip._udp.x.ims.test")
+	Expect(err).NotTo(HaveOccurred())
+	return ts[0]
+}
+
+var _ = sipgo.NewUA // keep the import for helpers above
