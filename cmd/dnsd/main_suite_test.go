@@ -1,0 +1,24 @@
+package main_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+)
+
+var bin string
+
+func TestDNSDCommand(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "dnsd command Suite")
+}
+
+var _ = SynchronizedBeforeSuite(func() []byte {
+	b, err := gexec.Build("github.com/imslab/quasipool/cmd/dnsd")
+	Expect(err).NotTo(HaveOccurred())
+	return []byte(b)
+}, func(b []byte) { bin = string(b) })
+
+var _ = SynchronizedAfterSuite(func() {}, func() { gexec.CleanupBuildArtifacts() })

@@ -1,0 +1,278 @@
+package topology
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// NodeConfig is the configuration of one node, derived from the topology. Network functions map it to their own
+// Config. The YAML form is what WriteNodeConfigs writes and LoadNodeConfig reads.
+type NodeConfig struct {
+	Name   string `yaml:"name"`
+	Kind   Kind   `yaml:"kind"`
+	Domain string `yaml:"domain"`
+	FQDN   string `yaml:"fqdn"`
+	// Listen is the node's main address: SIP over UDP for bac and the CSCFs, DNS (UDP+TCP) for dnsd, Diameter
+	// for the HSS.
+	Listen string `yaml:"listen"`
+	// DNSServer is the lab's DNS server (ip:port); every name lookup of the node goes there.
+	DNSServer    string       `yaml:"dns_server"`
+	Timers       Timers       `yaml:"timers"`
+	Probing      Probing      `yaml:"probing"`
+	Registration Registration `yaml:"registration"`
+	// EventsFile receives the node's events, one JSON line each ("" = none).
+	EventsFile string `yaml:"events_file,omitempty"`
+	Log        Log    `yaml:"log"`
+
+	// Peers names what the node resolves to reach the others.
+	Peers Peers `yaml:"peers,omitempty"`
+	// Trusted lists address:port of every P-CSCF, I-CSCF and S-CSCF: restore=1 is honoured only from these.
+	Trusted []string `yaml:"trusted,omitempty"`
+
+	DNS *DNSNodeConfig `yaml:"dns,omitempty"` // dnsd only
+	HSS *HSSNodeConfig `yaml:"hss,omitempty"` // hss only
+}
+
+// Peers are the names a node resolves. SIP names are host names whose _sip._udp SRV record the node looks up
+// (RFC 3263); HSS is the full SRV name of the Diameter server.
+type Peers struct {
+	PCSCFPool string `yaml:"pcscf_pool,omitempty"` // bac: pcscf.ims.test (pool record)
+	ICSCF     string `yaml:"icscf,omitempty"`      // pcscf, scscf: icscf.ims.test
+	SCSCFPool string `yaml:"scscf_pool,omitempty"` // icscf: scscf.ims.test (pool record)
+	HSS       string `yaml:"hss,omitempty"`        // icscf, scscf: _diameter._tcp.hss.ims.test
+}
+
+// DNSNodeConfig is what dnsd needs besides the common fields.
+type DNSNodeConfig struct {
+	// Topology is the topology file the zone is built from ("" = the embedded default).
+	Topology string        `yaml:"topology,omitempty"`
+	TTL      time.Duration `yaml:"ttl"`
+}
+
+// HSSNodeConfig is what the HSS needs besides the common fields.
+type HSSNodeConfig struct {
+	DiameterListen  string `yaml:"diameter_listen"`
+	HTTPListen      string `yaml:"http_listen"`
+	DataDir         string `yaml:"data_dir"`
+	OriginHost      string `yaml:"origin_host"`
+	OriginRealm     string `yaml:"origin_realm"`
+	LabSubscribers  bool   `yaml:"lab_subscribers"`
+	SubscribersFile string `yaml:"subscribers_file,omitempty"`
+}
+
+// NodeOption adjusts the paths written into node configurations.
+type NodeOption func(*nodeOpts)
+
+type nodeOpts struct {
+	runDir       string
+	topologyFile string
+}
+
+// InRunDir places every node's files under one run directory: events in <dir>/events/<node>.jsonl, the HSS
+// database in <dir>/data/<hss>, and dnsd reads the topology from <dir>/topology.yaml (the caller writes it, e.g.
+// with Topology.WriteFile). Without it there is no events file, the HSS uses data/<hss> and dnsd the embedded
+// default topology unless TopologyFile is given.
+func InRunDir(dir string) NodeOption { return func(o *nodeOpts) { o.runDir = dir } }
+
+// TopologyFile sets the topology file dnsd reads (overrides the one of InRunDir).
+func TopologyFile(path string) NodeOption { return func(o *nodeOpts) { o.topologyFile = path } }
+
+// NodeConfig returns the configuration of the named node.
+func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, error) {
+	var o nodeOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	n, ok := t.Node(name)
+	if !ok {
+		return nil, fmt.Errorf("topology: no node named %q", name)
+	}
+	ov := t.Overrides[name]
+	c := &NodeConfig{
+		Name: n.Name, Kind: n.Kind, Domain: t.Domain, FQDN: n.FQDN, Listen: n.Listen(), DNSServer: t.DNS.Listen,
+		Timers: mergeTimers(t.Timers, ov.Timers), Probing: mergeProbing(t.Probing, ov.Probing),
+		Registration: t.Registration, Log: mergeLog(t.Log, ov.Log),
+	}
+	if o.runDir != "" {
+		c.EventsFile = filepath.Join(o.runDir, "events", n.Name+".jsonl")
+	}
+	icscf := t.FQDN(t.ICSCF.Host)
+	hssSRV := DiameterSRV(t.FQDN(t.HSS.Host))
+	switch n.Kind {
+	case KindDNS:
+		c.DNS = &DNSNodeConfig{TTL: t.DNS.TTL, Topology: o.topologyFile}
+		if c.DNS.Topology == "" && o.runDir != "" {
+			c.DNS.Topology = filepath.Join(o.runDir, "topology.yaml")
+		}
+	case KindHSS:
+		dataDir := filepath.Join("data", n.Name)
+		if o.runDir != "" {
+			dataDir = filepath.Join(o.runDir, dataDir)
+		}
+		c.HSS = &HSSNodeConfig{DiameterListen: n.Endpoint(PortDiameter), HTTPListen: n.Endpoint(PortHTTP),
+			DataDir: dataDir, OriginHost: n.FQDN, OriginRealm: t.Domain, LabSubscribers: t.HSS.LabSubscribers,
+			SubscribersFile: t.HSS.SubscribersFile}
+	case KindBAC:
+		c.Peers.PCSCFPool = t.FQDN(string(KindPCSCF))
+	case KindPCSCF:
+		c.Peers.ICSCF = icscf
+	case KindICSCF:
+		c.Peers.SCSCFPool = t.FQDN(string(KindSCSCF))
+		c.Peers.HSS = hssSRV
+	case KindSCSCF:
+		c.Peers.ICSCF = icscf
+		c.Peers.HSS = hssSRV
+	}
+	switch n.Kind {
+	case KindBAC, KindPCSCF, KindICSCF, KindSCSCF:
+		c.Trusted = t.Trusted()
+	}
+	return c, nil
+}
+
+// Trusted returns address:port of every P-CSCF, I-CSCF and S-CSCF (the BAC and phones are not trusted).
+func (t *Topology) Trusted() []string {
+	var out []string
+	for _, n := range t.Nodes() {
+		switch n.Kind {
+		case KindPCSCF, KindICSCF, KindSCSCF:
+			out = append(out, n.Listen())
+		}
+	}
+	return out
+}
+
+// configHeader starts every generated node configuration file.
+const configHeader = "# Generated from the topology by internal/topology; edit the topology, not this file.\n"
+
+// Marshal returns the configuration as YAML.
+func (c *NodeConfig) Marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString(configHeader)
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, fmt.Errorf("topology: node config %s: %w", c.Name, err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("topology: node config %s: %w", c.Name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteNodeConfigs writes one file per node, <dir>/<name>.yaml, creating dir.
+func (t *Topology) WriteNodeConfigs(dir string, opts ...NodeOption) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("topology: %w", err)
+	}
+	for _, n := range t.Nodes() {
+		c, err := t.NodeConfig(n.Name, opts...)
+		if err != nil {
+			return err
+		}
+		b, err := c.Marshal()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, n.Name+".yaml"), b, 0o644); err != nil {
+			return fmt.Errorf("topology: %w", err)
+		}
+	}
+	return nil
+}
+
+// LoadNodeConfig reads a node configuration strictly (an unknown field is an error) and validates it.
+func LoadNodeConfig(path string) (*NodeConfig, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("topology: %w", err)
+	}
+	c, err := ParseNodeConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseNodeConfig decodes a node configuration strictly and validates it.
+func ParseNodeConfig(b []byte) (*NodeConfig, error) {
+	var c NodeConfig
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("topology: node config: empty file")
+		}
+		return nil, fmt.Errorf("topology: node config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		var doc yaml.Node
+		if yaml.Unmarshal(b, &doc) == nil {
+			annotateLines(err, &doc)
+		}
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate checks a node configuration and names the bad fields.
+func (c *NodeConfig) Validate() error {
+	var v validator
+	v.label("name", c.Name)
+	if !slices.Contains(Kinds, c.Kind) {
+		v.add("kind", "%q: must be one of %v", c.Kind, Kinds)
+	}
+	v.domain("domain", c.Domain)
+	v.domain("fqdn", c.FQDN)
+	v.hostPort("listen", c.Listen)
+	v.hostPort("dns_server", c.DNSServer)
+	v.timers("timers", c.Timers)
+	v.probing("probing", c.Probing)
+	v.seconds("registration.expires", c.Registration.Expires, time.Second)
+	v.log("log", c.Log)
+	for i, a := range c.Trusted {
+		v.hostPort(fmt.Sprintf("trusted[%d]", i), a)
+	}
+	need := func(field, val string) {
+		if val == "" {
+			v.add(field, "missing (a %s needs it)", c.Kind)
+		}
+	}
+	switch c.Kind {
+	case KindDNS:
+		if c.DNS == nil {
+			v.add("dns", "missing (a dnsd needs it)")
+		} else {
+			v.seconds("dns.ttl", c.DNS.TTL, 0)
+		}
+	case KindHSS:
+		if c.HSS == nil {
+			v.add("hss", "missing (an hss needs it)")
+			break
+		}
+		v.hostPort("hss.diameter_listen", c.HSS.DiameterListen)
+		v.hostPort("hss.http_listen", c.HSS.HTTPListen)
+		need("hss.data_dir", c.HSS.DataDir)
+		need("hss.origin_host", c.HSS.OriginHost)
+		need("hss.origin_realm", c.HSS.OriginRealm)
+	case KindBAC:
+		need("peers.pcscf_pool", c.Peers.PCSCFPool)
+	case KindPCSCF:
+		need("peers.icscf", c.Peers.ICSCF)
+	case KindICSCF:
+		need("peers.scscf_pool", c.Peers.SCSCFPool)
+		need("peers.hss", c.Peers.HSS)
+	case KindSCSCF:
+		need("peers.icscf", c.Peers.ICSCF)
+		need("peers.hss", c.Peers.HSS)
+	}
+	return v.err()
+}

@@ -1,0 +1,238 @@
+// Package topology turns one topology description (a YAML file) into everything derived from it: the list of
+// nodes with their addresses, the DNS zone that dnsd serves, and one configuration per node. Because all of them
+// come from the same value they cannot drift apart.
+//
+// It is the floor below the network functions: it imports none of them, and each network function maps its
+// NodeConfig to its own Config.
+package topology
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/imslab/quasipool/topologies"
+)
+
+// Kind is the kind of a node. It names the command that runs it: cmd/<kind>.
+type Kind string
+
+// The node kinds of the lab.
+const (
+	KindDNS   Kind = "dnsd"
+	KindHSS   Kind = "hss"
+	KindBAC   Kind = "bac"
+	KindPCSCF Kind = "pcscf"
+	KindICSCF Kind = "icscf"
+	KindSCSCF Kind = "scscf"
+)
+
+// Kinds lists every kind in the order Nodes returns them.
+var Kinds = []Kind{KindDNS, KindHSS, KindBAC, KindPCSCF, KindICSCF, KindSCSCF}
+
+// MaxPoolSize is the largest pool a topology may declare.
+const MaxPoolSize = 8
+
+// Topology is a parsed topology file. See docs/topology.md for the format.
+type Topology struct {
+	// Domain is the IMS home domain and the DNS zone dnsd is authoritative for (lower case, no trailing dot).
+	Domain string `yaml:"domain"`
+	DNS    DNS    `yaml:"dns"`
+	HSS    HSS    `yaml:"hss"`
+	BAC    Host   `yaml:"bac"`
+	ICSCF  Host   `yaml:"icscf"`
+	Pools  Pools  `yaml:"pools"`
+	// Timers, Probing, Registration and Log are the lab-wide defaults; Overrides changes them per node.
+	Timers       Timers       `yaml:"timers"`
+	Probing      Probing      `yaml:"probing"`
+	Registration Registration `yaml:"registration"`
+	Log          Log          `yaml:"log"`
+	// Overrides holds per-node overrides (YAML key "nodes") keyed by node name (pcscf1, icscf, …).
+	Overrides map[string]Override `yaml:"nodes,omitempty"`
+}
+
+// DNS describes the lab's authoritative DNS server.
+type DNS struct {
+	Host   string        `yaml:"host,omitempty"` // node name and host label (default "dnsd")
+	Listen string        `yaml:"listen"`         // UDP and TCP address, an IP literal and a port
+	TTL    time.Duration `yaml:"ttl"`            // TTL of every record, whole seconds (default 1s)
+}
+
+// HSS describes the Home Subscriber Server.
+type HSS struct {
+	Host         string `yaml:"host,omitempty"` // default "hss"
+	Address      string `yaml:"address"`
+	DiameterPort int    `yaml:"diameter_port"`
+	HTTPPort     int    `yaml:"http_port"`
+	// LabSubscribers imports the default lab's subscribers user0001…user1000 at start (default true).
+	LabSubscribers bool `yaml:"lab_subscribers"`
+	// SubscribersFile is an optional provisioning file the HSS imports at start.
+	SubscribersFile string `yaml:"subscribers_file,omitempty"`
+}
+
+// Host describes a single SIP node (BAC, I-CSCF).
+type Host struct {
+	Host    string `yaml:"host,omitempty"` // node name and host label (default: the kind)
+	Address string `yaml:"address"`
+	Port    int    `yaml:"port"` // SIP over UDP
+}
+
+// Pools holds the two pools of the study.
+type Pools struct {
+	PCSCF Pool `yaml:"pcscf"`
+	SCSCF Pool `yaml:"scscf"`
+}
+
+// Pool describes the members <pool>1 … <pool>N of a pool. Member k listens on Addresses[k-1] (or Address) and
+// on BasePort+k-1 (or Port): give BasePort to run every member on one address, Port to give each its own address.
+type Pool struct {
+	Size      int      `yaml:"size"`
+	Address   string   `yaml:"address,omitempty"`
+	Addresses []string `yaml:"addresses,omitempty"`
+	BasePort  int      `yaml:"base_port,omitempty"`
+	Port      int      `yaml:"port,omitempty"`
+	// Weight is the SRV weight of every member, in the pool record and in the per-host records (default 10).
+	Weight int `yaml:"weight"`
+}
+
+// Timers are the SIP transaction timers of a node.
+type Timers struct {
+	T1                time.Duration `yaml:"t1"`                   // RFC 3261 T1
+	InviteNoAnswer    time.Duration `yaml:"invite_no_answer"`     // Timer B
+	NonInviteNoAnswer time.Duration `yaml:"non_invite_no_answer"` // Timer F
+}
+
+// Probing configures the SIP OPTIONS health probing of pool members.
+type Probing struct {
+	Interval       time.Duration `yaml:"interval"`
+	Timeout        time.Duration `yaml:"timeout"`
+	FailuresToDown int           `yaml:"failures_to_down"`
+	SuccessesToUp  int           `yaml:"successes_to_up"`
+}
+
+// Registration configures registrations.
+type Registration struct {
+	Expires time.Duration `yaml:"expires"` // registration period (whole seconds)
+}
+
+// Log selects the log format and level of a node.
+type Log struct {
+	Format string `yaml:"format,omitempty"` // text (default) or json
+	Level  string `yaml:"level,omitempty"`  // debug, info (default), warn, error
+}
+
+// Override changes the lab-wide settings for one node. Absent or zero fields inherit.
+type Override struct {
+	Timers  Timers  `yaml:"timers,omitempty"`
+	Probing Probing `yaml:"probing,omitempty"`
+	Log     Log     `yaml:"log,omitempty"`
+}
+
+// defaults are applied before a file is decoded, so a field the file leaves out keeps its default and a field
+// the file sets (even to zero) is validated.
+func defaults() Topology {
+	return Topology{
+		DNS:          DNS{Host: string(KindDNS), TTL: time.Second},
+		HSS:          HSS{Host: string(KindHSS), LabSubscribers: true},
+		BAC:          Host{Host: string(KindBAC)},
+		ICSCF:        Host{Host: string(KindICSCF)},
+		Pools:        Pools{PCSCF: Pool{Weight: 10}, SCSCF: Pool{Weight: 10}},
+		Timers:       Timers{T1: 500 * time.Millisecond, InviteNoAnswer: 2 * time.Second, NonInviteNoAnswer: 2 * time.Second},
+		Probing:      Probing{Interval: time.Second, Timeout: 500 * time.Millisecond, FailuresToDown: 2, SuccessesToUp: 1},
+		Registration: Registration{Expires: 600 * time.Second},
+		Log:          Log{Format: "text", Level: "info"},
+	}
+}
+
+// Default returns the default lab topology (topologies/default.yaml, embedded in the binary).
+func Default() *Topology {
+	t, err := Parse(topologies.Default)
+	if err != nil {
+		panic("topology: embedded default: " + err.Error())
+	}
+	return t
+}
+
+// Load reads and validates a topology file.
+func Load(path string) (*Topology, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("topology: %w", err)
+	}
+	t, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+// Parse decodes a topology strictly (an unknown field is an error) and validates it. Errors name the field and
+// the line of the file.
+func Parse(b []byte) (*Topology, error) {
+	t := defaults()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&t); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("topology: empty file")
+		}
+		return nil, fmt.Errorf("topology: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("topology: more than one YAML document")
+	}
+	if err := t.Validate(); err != nil {
+		var doc yaml.Node
+		if yaml.Unmarshal(b, &doc) == nil {
+			annotateLines(err, &doc)
+		}
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Marshal returns the topology as YAML, with every default spelled out. Parse(Marshal()) gives the same topology.
+func (t *Topology) Marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(t); err != nil {
+		return nil, fmt.Errorf("topology: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("topology: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteFile writes the topology (Marshal) to path.
+func (t *Topology) WriteFile(path string) error {
+	b, err := t.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("topology: %w", err)
+	}
+	return nil
+}
+
+// FQDN returns <host>.<domain>.
+func (t *Topology) FQDN(host string) string { return host + "." + t.Domain }
+
+// pool returns the pool of a kind (pcscf or scscf) and whether kind is a pool kind.
+func (t *Topology) pool(k Kind) (*Pool, bool) {
+	switch k {
+	case KindPCSCF:
+		return &t.Pools.PCSCF, true
+	case KindSCSCF:
+		return &t.Pools.SCSCF, true
+	}
+	return nil, false
+}
