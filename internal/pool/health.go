@@ -1,0 +1,458 @@
+package pool
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/obs"
+)
+
+// Reasons recorded with a peer_state event. Passive failures from a final response use the status code
+// (StatusReason(503) = "503").
+const (
+	ReasonProbeOK        = "probe_ok"        // up: SuccessesToUp probes in a row answered
+	ReasonProbeTimeout   = "probe_timeout"   // down: probes got no final response within Timeout
+	ReasonProbeError     = "probe_error"     // down: probes failed otherwise
+	ReasonTransportError = "transport_error" // down: a probe or a transaction could not be sent
+	ReasonTimeout        = "timeout"         // down: a transaction got no answer (passive)
+	ReasonTransactionOK  = "transaction_ok"  // up: a transaction was answered while probing is disabled
+	ReasonHoldExpired    = "hold_expired"    // up: probing is disabled and DownHold has passed
+)
+
+// StatusReason is the reason for a passive failure caused by a final response: "408", "503", "504".
+func StatusReason(code int) string { return strconv.Itoa(code) }
+
+// HealthConfig sets failure detection (SPEC §2.2). The zero value disables probing; DefaultHealthConfig has the lab
+// defaults. Zero Timeout, FailuresToDown, SuccessesToUp and DownHold take their defaults.
+type HealthConfig struct {
+	Interval       time.Duration `yaml:"interval"`         // OPTIONS probe interval per peer (lab 1 s; 0 disables probing)
+	Timeout        time.Duration `yaml:"timeout"`          // probe timeout (default 500 ms)
+	FailuresToDown int           `yaml:"failures_to_down"` // consecutive failed probes before down (default 2)
+	SuccessesToUp  int           `yaml:"successes_to_up"`  // consecutive successful probes before up again (default 1)
+	// DownHold applies only when probing is disabled: a peer taken down by a failed transaction counts as down for
+	// this long and is then tried again (default 10 s). With probing enabled only probes bring a peer back up.
+	DownHold time.Duration `yaml:"down_hold"`
+}
+
+// Health defaults.
+const (
+	DefaultProbeInterval  = time.Second
+	DefaultProbeTimeout   = 500 * time.Millisecond
+	DefaultFailuresToDown = 2
+	DefaultSuccessesToUp  = 1
+	DefaultDownHold       = 10 * time.Second
+)
+
+// DefaultHealthConfig returns the lab defaults: probe every 1 s, 500 ms timeout, down after 2 failed probes, up
+// after 1 answered probe.
+func DefaultHealthConfig() HealthConfig {
+	return HealthConfig{Interval: DefaultProbeInterval}.withDefaults()
+}
+
+// Validate checks the configuration and names the bad field.
+func (c HealthConfig) Validate() error {
+	switch {
+	case c.Interval < 0:
+		return errors.New("pool: health config: interval: must not be negative")
+	case c.Timeout < 0:
+		return errors.New("pool: health config: timeout: must not be negative")
+	case c.FailuresToDown < 0:
+		return errors.New("pool: health config: failures_to_down: must not be negative")
+	case c.SuccessesToUp < 0:
+		return errors.New("pool: health config: successes_to_up: must not be negative")
+	case c.DownHold < 0:
+		return errors.New("pool: health config: down_hold: must not be negative")
+	}
+	return nil
+}
+
+func (c HealthConfig) withDefaults() HealthConfig {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultProbeTimeout
+	}
+	if c.FailuresToDown == 0 {
+		c.FailuresToDown = DefaultFailuresToDown
+	}
+	if c.SuccessesToUp == 0 {
+		c.SuccessesToUp = DefaultSuccessesToUp
+	}
+	if c.DownHold == 0 {
+		c.DownHold = DefaultDownHold
+	}
+	return c
+}
+
+// PeerState is one peer as Snapshot reports it.
+type PeerState struct {
+	Name    string
+	Addr    string
+	Down    bool
+	Since   time.Time // last state change; zero if the peer never changed state
+	Reason  string    // reason of the last state change
+	Watched bool      // probed (when probing is enabled)
+	// Consecutive probe results that count towards FailuresToDown / SuccessesToUp.
+	ConsecutiveFailures  int
+	ConsecutiveSuccesses int
+	Probes               uint64 // probes finished
+	ProbeFailures        uint64 // of which failed
+	LastProbeError       string // "" when the last probe succeeded
+}
+
+// State returns "up" or "down".
+func (s PeerState) State() string { return stateName(s.Down) }
+
+// Health keeps per-peer health from OPTIONS probing and passive detection, keyed by the peer's Addr ("ip:port").
+// The state machine follows Kamailio's dispatcher: FailuresToDown failed probes in a row take a peer down (a local
+// timeout is a failure, never an answer), SuccessesToUp answered probes in a row bring it back; a failed
+// transaction (transport error, no answer, 408/503/504) takes it down at once. Every change is logged once and
+// recorded as a peer_state event. Unknown peers are up. All methods are safe for concurrent use.
+type Health struct {
+	cfg    HealthConfig
+	prober Prober
+	log    *slog.Logger
+	rec    *obs.Recorder
+	clock  Clock
+
+	mu      sync.Mutex
+	peers   map[string]*peer
+	running bool
+	runCtx  context.Context
+	wg      sync.WaitGroup
+}
+
+type peer struct {
+	name, addr string
+	down       bool
+	since      time.Time
+	reason     string
+	fails, oks int
+	watched    bool
+	probing    bool      // a probe loop runs for this peer
+	holdUntil  time.Time // probing disabled: when a passive down state expires
+	probes     uint64
+	probeFails uint64
+	lastErr    string
+}
+
+// HealthOption configures a Health.
+type HealthOption func(*Health)
+
+// WithLogger sets the logger for state changes (default slog.Default()).
+func WithLogger(l *slog.Logger) HealthOption {
+	return func(h *Health) {
+		if l != nil {
+			h.log = l
+		}
+	}
+}
+
+// WithEvents sets the recorder that receives a peer_state event per state change.
+func WithEvents(r *obs.Recorder) HealthOption { return func(h *Health) { h.rec = r } }
+
+// WithClock sets the clock that paces probes and stamps state changes (tests). Probe timeouts use the system
+// clock, through the context given to the Prober.
+func WithClock(c Clock) HealthOption {
+	return func(h *Health) {
+		if c != nil {
+			h.clock = c
+		}
+	}
+}
+
+// NewHealth returns a Health. prober may be nil only when probing is disabled (Interval 0).
+func NewHealth(cfg HealthConfig, prober Prober, opts ...HealthOption) (*Health, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Interval > 0 && prober == nil {
+		return nil, errors.New("pool: health: prober: required when interval > 0")
+	}
+	h := &Health{
+		cfg:    cfg.withDefaults(),
+		prober: prober,
+		log:    slog.Default(),
+		clock:  systemClock{},
+		peers:  map[string]*peer{},
+	}
+	for _, o := range opts {
+		o(h)
+	}
+	return h, nil
+}
+
+// Config returns the configuration in use, defaults applied.
+func (h *Health) Config() HealthConfig { return h.cfg }
+
+// Run probes every watched peer, each in its own loop: a probe when the peer is first watched, then one every
+// Interval (measured from the start of the previous probe; probes of one peer never overlap, so a Timeout longer
+// than Interval stretches the period). A dead peer is thus down within Interval×FailuresToDown+Timeout. Peers
+// watched while Run runs start at once. Run blocks until ctx is done, waits for the probe loops and returns nil;
+// it is an error to call it while it runs. Without probing (Interval 0) it just waits for ctx.
+func (h *Health) Run(ctx context.Context) error {
+	h.mu.Lock()
+	if h.running {
+		h.mu.Unlock()
+		return errors.New("pool: health: Run already running")
+	}
+	h.running, h.runCtx = true, ctx
+	for _, p := range h.peers {
+		h.startLocked(p)
+	}
+	h.mu.Unlock()
+
+	<-ctx.Done()
+
+	h.mu.Lock()
+	h.running, h.runCtx = false, nil // no loop starts after this, so Wait below cannot race an Add
+	h.mu.Unlock()
+	h.wg.Wait()
+	return nil
+}
+
+// Watch starts probing t (idempotent, keyed by t.Addr). Before Run the peer is queued; with probing disabled
+// Watch only makes the peer known.
+func (h *Health) Watch(t Target) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.peerLocked(t)
+	p.watched = true
+	h.startLocked(p)
+}
+
+// IsDown reports whether the peer at addr ("ip:port") is known to be down. Unknown peers are up.
+func (h *Health) IsDown(addr string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.peers[addr]
+	if p == nil {
+		return false
+	}
+	h.expireLocked(p, h.clock.Now())
+	return p.down
+}
+
+// TransactionFailed is passive detection: a transaction to t got a transport error, no answer, or 408/503/504.
+// The peer goes down at once, whatever FailuresToDown says, and the consecutive successful probes are reset.
+// reason is recorded with the event: ReasonTimeout, ReasonTransportError or StatusReason(code). With probing
+// enabled the peer is also watched, so that probes bring it back; with probing disabled it is down for DownHold.
+func (h *Health) TransactionFailed(t Target, reason string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.peerLocked(t)
+	p.oks = 0
+	now := h.clock.Now()
+	if h.cfg.Interval == 0 {
+		p.holdUntil = now.Add(h.cfg.DownHold)
+	}
+	if !p.down {
+		h.setLocked(p, true, reason, now)
+	}
+	if h.cfg.Interval > 0 && !p.watched {
+		p.watched = true
+		h.startLocked(p)
+	}
+}
+
+// TransactionSucceeded is passive detection: a transaction to t got an answer that is not a failure (any final
+// response other than 408/503/504). While the peer is up this resets its consecutive probe failures: the peer
+// demonstrably answers. It does not bring a down peer back up when probing is enabled: probes set the down
+// state and only probes (SuccessesToUp of them) clear it, so a late answer to a transaction sent before the
+// failure cannot make a dead peer flap. With probing disabled nothing else could bring the peer back early, so
+// there an answer does (ReasonTransactionOK). Unknown peers stay unknown.
+func (h *Health) TransactionSucceeded(t Target) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.peers[t.Addr]
+	if p == nil {
+		return
+	}
+	now := h.clock.Now()
+	h.expireLocked(p, now)
+	switch {
+	case !p.down:
+		p.fails = 0
+	case h.cfg.Interval == 0:
+		h.setLocked(p, false, ReasonTransactionOK, now)
+	}
+}
+
+// Snapshot returns every known peer, sorted by Addr.
+func (h *Health) Snapshot() []PeerState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.clock.Now()
+	out := make([]PeerState, 0, len(h.peers))
+	for _, p := range h.peers {
+		h.expireLocked(p, now)
+		out = append(out, PeerState{
+			Name: p.name, Addr: p.addr, Down: p.down, Since: p.since, Reason: p.reason, Watched: p.watched,
+			ConsecutiveFailures: p.fails, ConsecutiveSuccesses: p.oks,
+			Probes: p.probes, ProbeFailures: p.probeFails, LastProbeError: p.lastErr,
+		})
+	}
+	slices.SortFunc(out, func(a, b PeerState) int { return cmp.Compare(a.Addr, b.Addr) })
+	return out
+}
+
+// Candidates returns where to try a request next: targets in RFC 2782 order (Order) without the peers known to be
+// down and without those already tried (tried is keyed by Addr; nil means none). Since the order is by priority,
+// a priority whose targets are all down or tried is skipped and the next one comes first. When nothing is left
+// the result is empty: the caller answers 503 at once rather than loop. Weighted selection runs over the
+// remaining targets only, so a dead member's share goes to the survivors in proportion to their weights (Kamailio
+// dispatcher alg 11). It runs per request; rnd as for Order.
+func (h *Health) Candidates(targets []Target, rnd *rand.Rand, tried map[string]bool) []Target {
+	out := make([]Target, 0, len(targets))
+	h.mu.Lock()
+	var now time.Time
+	if h.cfg.Interval == 0 {
+		now = h.clock.Now() // only hold expiry needs the time
+	}
+	for _, t := range targets {
+		if tried[t.Addr] {
+			continue
+		}
+		if p := h.peers[t.Addr]; p != nil {
+			if h.cfg.Interval == 0 {
+				h.expireLocked(p, now)
+			}
+			if p.down {
+				continue
+			}
+		}
+		out = append(out, t)
+	}
+	h.mu.Unlock()
+	return orderInPlace(out, rnd)
+}
+
+// peerLocked returns the peer for t, creating it (up) if needed. h.mu is held.
+func (h *Health) peerLocked(t Target) *peer {
+	p := h.peers[t.Addr]
+	if p == nil {
+		p = &peer{name: t.Name, addr: t.Addr}
+		h.peers[t.Addr] = p
+	} else if p.name == "" {
+		p.name = t.Name
+	}
+	return p
+}
+
+// startLocked starts p's probe loop when probing is enabled, Run runs, p is watched and has no loop yet.
+func (h *Health) startLocked(p *peer) {
+	if h.cfg.Interval <= 0 || !h.running || !p.watched || p.probing {
+		return
+	}
+	p.probing = true
+	h.wg.Add(1)
+	go h.probeLoop(h.runCtx, p)
+}
+
+// expireLocked ends a passive down state whose DownHold has passed (probing disabled only).
+func (h *Health) expireLocked(p *peer, now time.Time) {
+	if h.cfg.Interval == 0 && p.down && !now.Before(p.holdUntil) {
+		h.setLocked(p, false, ReasonHoldExpired, now)
+	}
+}
+
+func (h *Health) probeLoop(ctx context.Context, p *peer) {
+	defer h.wg.Done()
+	defer func() {
+		h.mu.Lock()
+		p.probing = false
+		h.mu.Unlock()
+	}()
+	for {
+		h.mu.Lock()
+		t := Target{Name: p.name, Addr: p.addr} // the name may have been learnt since
+		h.mu.Unlock()
+		start := h.clock.Now()
+		pctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+		err := h.prober.Probe(pctx, t)
+		cancel()
+		if ctx.Err() != nil {
+			return // shutting down: the result says nothing about the peer
+		}
+		h.probeResult(p, err)
+
+		wait := h.cfg.Interval - h.clock.Now().Sub(start)
+		if wait <= 0 {
+			continue
+		}
+		timer := h.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C():
+		}
+	}
+}
+
+func (h *Health) probeResult(p *peer, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p.probes++
+	if err == nil {
+		p.lastErr = ""
+		p.fails = 0
+		p.oks++
+		if p.down && p.oks >= h.cfg.SuccessesToUp {
+			h.setLocked(p, false, ReasonProbeOK, h.clock.Now())
+		}
+		return
+	}
+	p.probeFails++
+	p.lastErr = err.Error()
+	p.oks = 0
+	p.fails++
+	h.log.Debug("probe failed", "peer", p.name, "addr", p.addr, "error", err)
+	if !p.down && p.fails >= h.cfg.FailuresToDown {
+		h.setLocked(p, true, probeReason(err), h.clock.Now())
+	}
+}
+
+// probeReason maps a probe error to the event reason.
+func probeReason(err error) string {
+	var se *StatusError
+	switch {
+	case errors.Is(err, ErrProbeTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, sip.ErrTransactionTimeout):
+		return ReasonProbeTimeout
+	case errors.Is(err, ErrTransport), errors.Is(err, sip.ErrTransactionTransport):
+		return ReasonTransportError
+	case errors.As(err, &se):
+		return StatusReason(se.Code)
+	}
+	return ReasonProbeError
+}
+
+// setLocked changes p's state, logs it once and records the event. h.mu is held, so events of one Health come out
+// in the order the changes happened.
+func (h *Health) setLocked(p *peer, down bool, reason string, now time.Time) {
+	p.down, p.since, p.reason = down, now, reason
+	if !down {
+		p.fails = 0
+	}
+	state := stateName(down)
+	lvl := slog.LevelInfo
+	if down {
+		lvl = slog.LevelWarn
+	}
+	h.log.Log(context.Background(), lvl, "peer "+state, "peer", p.name, "addr", p.addr, "state", state, "reason", reason)
+	h.rec.Emit("peer_state", map[string]any{"peer": p.name, "addr": p.addr, "state": state, "reason": reason})
+}
+
+func stateName(down bool) string {
+	if down {
+		return "down"
+	}
+	return "up"
+}

@@ -1,0 +1,296 @@
+package pool_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gstruct"
+
+	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/pool"
+)
+
+// healthRig is a Health on a fake clock with a fake prober, its events and its Run loop.
+type healthRig struct {
+	h      *pool.Health
+	clk    *fakeClock
+	prober *fakeProber
+	events *eventLog
+}
+
+func newRig(cfg pool.HealthConfig) *healthRig {
+	r := &healthRig{clk: newFakeClock(), prober: newFakeProber(), events: &eventLog{}}
+	var prober pool.Prober
+	if cfg.Interval > 0 {
+		prober = r.prober
+	}
+	h, err := pool.NewHealth(cfg, prober,
+		pool.WithClock(r.clk),
+		pool.WithEvents(obs.NewRecorder(r.events, "bac")),
+		pool.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, nil))))
+	Expect(err).NotTo(HaveOccurred())
+	r.h = h
+	return r
+}
+
+// run starts h.Run and stops it at the end of the spec, checking that it returns nil.
+func (r *healthRig) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.h.Run(ctx) }()
+	DeferCleanup(func() {
+		cancel()
+		Eventually(done).Should(Receive(BeNil()))
+	})
+}
+
+// settle waits until the probe loops have made n probes of addr in total and are all parked until their next
+// interval (loops peers in all), so the results are applied.
+func (r *healthRig) settle(addr string, n, loops int) {
+	GinkgoHelper()
+	Eventually(func() int { return r.prober.Calls(addr) }).Should(Equal(n))
+	Eventually(r.clk.Waiters).Should(Equal(loops))
+	Consistently(func() int { return r.prober.Calls(addr) }, 20*time.Millisecond).Should(Equal(n))
+}
+
+// tick advances the fake clock by one interval and waits for the next probe of addr.
+func (r *healthRig) tick(addr string, n int) {
+	GinkgoHelper()
+	r.clk.Advance(time.Second)
+	r.settle(addr, n, 1)
+}
+
+var probeTimeout = fmt.Errorf("pool: probe: %w", pool.ErrProbeTimeout)
+
+var _ = Describe("Health", Label("unit"), func() {
+	cfg := pool.HealthConfig{Interval: time.Second, Timeout: 500 * time.Millisecond, FailuresToDown: 3, SuccessesToUp: 2}
+	a := pcscf1.Addr
+
+	It("takes a peer down after FailuresToDown failed probes and up after SuccessesToUp answered ones", func() {
+		r := newRig(cfg)
+		r.h.Watch(pcscf1)
+		r.run()
+		r.settle(a, 1, 1) // first probe at once
+		Expect(r.h.IsDown(a)).To(BeFalse())
+
+		r.prober.Set(a, probeTimeout)
+		r.tick(a, 2)
+		r.tick(a, 3)
+		Expect(r.h.IsDown(a)).To(BeFalse(), "2 failures of 3")
+		Expect(r.events.PeerStates()).To(BeEmpty())
+		r.tick(a, 4)
+		Expect(r.h.IsDown(a)).To(BeTrue())
+		r.tick(a, 5)
+		r.tick(a, 6)
+		Expect(r.events.PeerStates()).To(Equal([]map[string]string{
+			peerEvent("pcscf1.ims.test", a, "down", "probe_timeout"),
+		}), "one event per change")
+
+		r.prober.Set(a, nil)
+		r.tick(a, 7)
+		Expect(r.h.IsDown(a)).To(BeTrue(), "1 success of 2")
+		r.tick(a, 8)
+		Expect(r.h.IsDown(a)).To(BeFalse())
+		r.tick(a, 9)
+		Expect(r.events.PeerStates()).To(Equal([]map[string]string{
+			peerEvent("pcscf1.ims.test", a, "down", "probe_timeout"),
+			peerEvent("pcscf1.ims.test", a, "up", "probe_ok"),
+		}))
+		s := r.h.Snapshot()
+		Expect(s).To(HaveLen(1))
+		Expect(s[0]).To(gstruct.MatchFields(gstruct.IgnoreExtras, gstruct.Fields{
+			"Name": Equal("pcscf1.ims.test"), "Addr": Equal(a), "Down": BeFalse(), "Reason": Equal("probe_ok"),
+			"Watched": BeTrue(), "Probes": BeEquivalentTo(9), "ProbeFailures": BeEquivalentTo(5),
+			"Since": Equal(r.clk.Now().Add(-time.Second)),
+		}))
+		Expect(s[0].State()).To(Equal("up"))
+	})
+
+	It("counts consecutive failures only", func() {
+		r := newRig(pool.HealthConfig{Interval: time.Second, FailuresToDown: 2})
+		r.h.Watch(pcscf1)
+		r.prober.Set(a, probeTimeout)
+		r.run()
+		r.settle(a, 1, 1)
+		r.prober.Set(a, nil)
+		r.tick(a, 2)
+		r.prober.Set(a, probeTimeout)
+		r.tick(a, 3)
+		Expect(r.h.IsDown(a)).To(BeFalse())
+		r.tick(a, 4)
+		Expect(r.h.IsDown(a)).To(BeTrue())
+	})
+
+	It("treats an answered transaction as proof of life while the peer is up", func() {
+		r := newRig(pool.HealthConfig{Interval: time.Second, FailuresToDown: 2})
+		r.h.Watch(pcscf1)
+		r.prober.Set(a, probeTimeout)
+		r.run()
+		r.settle(a, 1, 1)
+		r.h.TransactionSucceeded(pcscf1)
+		r.tick(a, 2)
+		Expect(r.h.IsDown(a)).To(BeFalse(), "the failure count was reset in between")
+		r.tick(a, 3)
+		Expect(r.h.IsDown(a)).To(BeTrue())
+	})
+
+	It("takes a peer down at once on a failed transaction; only probes bring it back", func() {
+		r := newRig(pool.HealthConfig{Interval: time.Second, FailuresToDown: 3, SuccessesToUp: 1})
+		r.h.Watch(pcscf1)
+		r.prober.Set(a, probeTimeout)
+		r.run()
+		r.settle(a, 1, 1)
+
+		r.h.TransactionFailed(pcscf1, pool.StatusReason(503))
+		Expect(r.h.IsDown(a)).To(BeTrue())
+		r.h.TransactionFailed(pcscf1, pool.ReasonTimeout)
+		r.h.TransactionSucceeded(pcscf1) // a late answer to an older transaction
+		Expect(r.h.IsDown(a)).To(BeTrue())
+		Expect(r.events.PeerStates()).To(Equal([]map[string]string{
+			peerEvent("pcscf1.ims.test", a, "down", "503"),
+		}))
+
+		r.prober.Set(a, nil)
+		r.tick(a, 2)
+		Expect(r.h.IsDown(a)).To(BeFalse())
+		Expect(r.events.PeerStates()).To(Equal([]map[string]string{
+			peerEvent("pcscf1.ims.test", a, "down", "503"),
+			peerEvent("pcscf1.ims.test", a, "up", "probe_ok"),
+		}))
+	})
+
+	It("starts probing a peer nobody watched when a transaction to it fails", func() {
+		r := newRig(cfg)
+		r.run()
+		r.h.TransactionFailed(pcscf2, pool.ReasonTransportError)
+		Expect(r.h.IsDown(pcscf2.Addr)).To(BeTrue())
+		r.settle(pcscf2.Addr, 1, 1)
+		r.tick(pcscf2.Addr, 2)
+		Expect(r.h.IsDown(pcscf2.Addr)).To(BeFalse())
+		Expect(r.events.PeerStates()).To(Equal([]map[string]string{
+			peerEvent("pcscf2.ims.test", pcscf2.Addr, "down", "transport_error"),
+			peerEvent("pcscf2.ims.test", pcscf2.Addr, "up", "probe_ok"),
+		}))
+	})
+
+	It("starts probing peers watched while Run runs, each in its own loop", func() {
+		r := newRig(cfg)
+		r.run()
+		r.h.Watch(pcscf1)
+		r.h.Watch(pcscf1) // idempotent
+		r.h.Watch(pcscf2)
+		Eventually(r.clk.Waiters).Should(Equal(2))
+		Expect(r.prober.Calls(pcscf1.Addr)).To(Equal(1))
+		Expect(r.prober.Calls(pcscf2.Addr)).To(Equal(1))
+		r.clk.Advance(time.Second)
+		Eventually(func() int { return r.prober.Calls(pcscf1.Addr) + r.prober.Calls(pcscf2.Addr) }).Should(Equal(4))
+	})
+
+	It("holds a passive down state for DownHold when probing is disabled", func() {
+		r := newRig(pool.HealthConfig{DownHold: 5 * time.Second})
+		r.h.TransactionFailed(pcscf3, pool.StatusReason(504))
+		Expect(r.h.IsDown(pcscf3.Addr)).To(BeTrue())
+		r.clk.Advance(5*time.Second - time.Millisecond)
+		Expect(r.h.Candidates([]pool.Target{pcscf3}, seeded(1), nil)).To(BeEmpty())
+		r.clk.Advance(time.Millisecond)
+		Expect(r.h.Candidates([]pool.Target{pcscf3}, seeded(1), nil)).To(Equal([]pool.Target{pcscf3}))
+		Expect(r.h.IsDown(pcscf3.Addr)).To(BeFalse())
+
+		r.h.TransactionFailed(pcscf3, pool.ReasonTimeout)
+		r.h.TransactionSucceeded(pcscf3)
+		Expect(r.h.IsDown(pcscf3.Addr)).To(BeFalse())
+		Expect(r.events.PeerStates()).To(Equal([]map[string]string{
+			peerEvent("pcscf3.ims.test", pcscf3.Addr, "down", "504"),
+			peerEvent("pcscf3.ims.test", pcscf3.Addr, "up", "hold_expired"),
+			peerEvent("pcscf3.ims.test", pcscf3.Addr, "down", "timeout"),
+			peerEvent("pcscf3.ims.test", pcscf3.Addr, "up", "transaction_ok"),
+		}))
+	})
+
+	It("treats unknown peers as up and does not learn them from answers", func() {
+		r := newRig(cfg)
+		Expect(r.h.IsDown("192.0.2.1:5060")).To(BeFalse())
+		r.h.TransactionSucceeded(pool.Target{Name: "x.ims.test", Addr: "192.0.2.1:5060"})
+		Expect(r.h.Snapshot()).To(BeEmpty())
+	})
+
+	DescribeTable("names the reason of a probe failure",
+		func(err error, reason string) {
+			r := newRig(pool.HealthConfig{Interval: time.Second, FailuresToDown: 1})
+			r.h.Watch(pcscf1)
+			r.prober.Set(a, err)
+			r.run()
+			r.settle(a, 1, 1)
+			Expect(r.events.PeerStates()).To(Equal([]map[string]string{peerEvent("pcscf1.ims.test", a, "down", reason)}))
+		},
+		Entry("timeout", probeTimeout, "probe_timeout"),
+		Entry("context deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), "probe_timeout"),
+		Entry("transport", fmt.Errorf("x: %w", pool.ErrTransport), "transport_error"),
+		Entry("503", fmt.Errorf("x: %w", &pool.StatusError{Code: 503, Reason: "Service Unavailable"}), "503"),
+		Entry("anything else", errors.New("boom"), "probe_error"),
+	)
+
+	It("bounds each probe by Timeout through its context", func() {
+		deadline := make(chan time.Duration, 1)
+		h, err := pool.NewHealth(pool.HealthConfig{Interval: time.Hour, Timeout: 300 * time.Millisecond},
+			pool.ProberFunc(func(ctx context.Context, _ pool.Target) error {
+				dl, ok := ctx.Deadline()
+				Expect(ok).To(BeTrue())
+				deadline <- time.Until(dl)
+				<-ctx.Done()
+				return ctx.Err()
+			}), pool.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, nil))))
+		Expect(err).NotTo(HaveOccurred())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- h.Run(ctx) }()
+		h.Watch(pcscf1)
+		var left time.Duration
+		Eventually(deadline).Should(Receive(&left))
+		Expect(left).To(BeNumerically("~", 300*time.Millisecond, 100*time.Millisecond))
+		Eventually(func() bool { return h.IsDown(pcscf1.Addr) }).Should(BeFalse())
+		Eventually(func() []pool.PeerState { return h.Snapshot() }).Should(ContainElement(
+			HaveField("LastProbeError", ContainSubstring("deadline exceeded"))))
+		cancel()
+		Eventually(done).Should(Receive(BeNil()))
+	})
+
+	It("refuses a second Run while one runs", func() {
+		r := newRig(cfg)
+		r.h.Watch(pcscf1)
+		r.run()
+		r.settle(a, 1, 1) // probing, so Run runs
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		Expect(r.h.Run(ctx)).To(MatchError(ContainSubstring("already running")))
+	})
+
+	DescribeTable("Validate names the bad field",
+		func(c pool.HealthConfig, field string) {
+			Expect(c.Validate()).To(MatchError(ContainSubstring(field + ":")))
+			_, err := pool.NewHealth(c, newFakeProber())
+			Expect(err).To(MatchError(ContainSubstring(field + ":")))
+		},
+		Entry(nil, pool.HealthConfig{Interval: -1}, "interval"),
+		Entry(nil, pool.HealthConfig{Timeout: -1}, "timeout"),
+		Entry(nil, pool.HealthConfig{FailuresToDown: -1}, "failures_to_down"),
+		Entry(nil, pool.HealthConfig{SuccessesToUp: -1}, "successes_to_up"),
+		Entry(nil, pool.HealthConfig{DownHold: -1}, "down_hold"),
+	)
+
+	It("needs a prober only when probing", func() {
+		_, err := pool.NewHealth(pool.HealthConfig{Interval: time.Second}, nil)
+		Expect(err).To(MatchError(ContainSubstring("prober:")))
+		h, err := pool.NewHealth(pool.HealthConfig{}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(h.Config()).To(Equal(pool.HealthConfig{Timeout: 500 * time.Millisecond, FailuresToDown: 2,
+			SuccessesToUp: 1, DownHold: 10 * time.Second}))
+		Expect(pool.DefaultHealthConfig()).To(Equal(pool.HealthConfig{Interval: time.Second,
+			Timeout: 500 * time.Millisecond, FailuresToDown: 2, SuccessesToUp: 1, DownHold: 10 * time.Second}))
+	})
+})

@@ -1,0 +1,322 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// ErrNotFound reports a name without records of the asked type (NXDOMAIN, or an answer without them). Locate falls
+// back from SRV to A on it, as RFC 3263 §4.2 says.
+var ErrNotFound = errors.New("no such record")
+
+// ErrNoService reports an SRV answer whose only target is ".": the service is decidedly not available there
+// (RFC 2782). Locate does not fall back to A records on it.
+var ErrNoService = errors.New("service not available")
+
+// Resolver resolves SIP server names. DNSResolver asks the lab DNS; StaticResolver serves a map for tests.
+type Resolver interface {
+	// LookupSRV resolves an SRV name ("_sip._udp.pcscf1.ims.test") to targets with addresses (SRV + A/additional),
+	// in answer order.
+	LookupSRV(ctx context.Context, name string) ([]Target, error)
+	// LookupHost resolves an A record ("pcscf1.ims.test") to an IP string.
+	LookupHost(ctx context.Context, host string) (string, error)
+}
+
+// Resolver defaults.
+const (
+	DefaultQueryTimeout = 500 * time.Millisecond
+	DefaultCacheSize    = 256
+	// ednsUDPSize is the UDP payload size the resolver advertises (the DNS flag day 2020 value).
+	ednsUDPSize = 1232
+)
+
+// DNSResolver asks one DNS server directly with miekg/dns: UDP first, TCP again when the answer is truncated. It
+// never uses the system resolver, /etc/hosts or sipgo's resolver. Answers are cached for their TTL at most (the
+// smallest TTL of the records a result was built from, counted from the moment the query was sent), so a cached
+// answer is never served after its TTL; TTL 0 answers and negative answers are not cached. It is safe for
+// concurrent use.
+type DNSResolver struct {
+	server   string
+	timeout  time.Duration
+	maxCache int
+	clock    Clock
+	udp, tcp *dns.Client
+
+	queries atomic.Uint64
+	hits    atomic.Uint64
+
+	mu    sync.Mutex
+	cache map[cacheKey]cacheEntry
+}
+
+type cacheKey struct {
+	name  string // lower case FQDN
+	qtype uint16
+}
+
+type cacheEntry struct {
+	targets []Target // SRV
+	ip      string   // A
+	expires time.Time
+}
+
+// ResolverOption configures a DNSResolver.
+type ResolverOption func(*DNSResolver)
+
+// WithQueryTimeout bounds each DNS exchange (default 500 ms). The TCP retry after a truncated answer gets its own.
+func WithQueryTimeout(d time.Duration) ResolverOption {
+	return func(r *DNSResolver) {
+		if d > 0 {
+			r.timeout = d
+		}
+	}
+}
+
+// WithCacheSize sets how many answers the cache holds (default 256); 0 disables caching.
+func WithCacheSize(n int) ResolverOption {
+	return func(r *DNSResolver) {
+		if n >= 0 {
+			r.maxCache = n
+		}
+	}
+}
+
+// WithResolverClock sets the clock cache expiry is measured with (tests). Query timeouts use the system clock.
+func WithResolverClock(c Clock) ResolverOption {
+	return func(r *DNSResolver) {
+		if c != nil {
+			r.clock = c
+		}
+	}
+}
+
+// NewDNSResolver returns a resolver that asks server ("127.0.0.1:1053").
+func NewDNSResolver(server string, opts ...ResolverOption) *DNSResolver {
+	r := &DNSResolver{
+		server:   server,
+		timeout:  DefaultQueryTimeout,
+		maxCache: DefaultCacheSize,
+		clock:    systemClock{},
+		udp:      &dns.Client{Net: "udp", UDPSize: ednsUDPSize},
+		tcp:      &dns.Client{Net: "tcp"},
+		cache:    map[cacheKey]cacheEntry{},
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Queries returns how many DNS messages the resolver has sent (a truncated UDP answer retried over TCP counts
+// twice; cache hits count nothing). It is the resolver's part of the signalling-cost KPI.
+func (r *DNSResolver) Queries() uint64 { return r.queries.Load() }
+
+// CacheHits returns how many lookups were answered from the cache.
+func (r *DNSResolver) CacheHits() uint64 { return r.hits.Load() }
+
+// LookupSRV implements Resolver. Targets come in answer order with the addresses from the additional section, or
+// from an A query per target when the additional section lacks them (the first A record of a target is used). A
+// target whose address cannot be resolved is left out of the result (which is then not cached); when none can
+// be, the error says why.
+func (r *DNSResolver) LookupSRV(ctx context.Context, name string) ([]Target, error) {
+	key := cacheKey{name: canonical(name), qtype: dns.TypeSRV}
+	if e, ok := r.cached(key); ok {
+		return slices.Clone(e.targets), nil
+	}
+	sent := r.clock.Now()
+	resp, err := r.exchange(ctx, key.name, dns.TypeSRV)
+	if err != nil {
+		return nil, err
+	}
+	minTTL := ^uint32(0)
+	var srvs []*dns.SRV
+	for _, rr := range resp.Answer {
+		if s, ok := rr.(*dns.SRV); ok && canonical(s.Hdr.Name) == key.name {
+			srvs = append(srvs, s)
+			minTTL = min(minTTL, s.Hdr.Ttl)
+		}
+	}
+	if len(srvs) == 0 {
+		return nil, fmt.Errorf("pool: dns SRV %s: %w", key.name, ErrNotFound)
+	}
+	extra := map[string]*dns.A{}
+	for _, rr := range resp.Extra {
+		if a, ok := rr.(*dns.A); ok {
+			n := canonical(a.Hdr.Name)
+			if _, seen := extra[n]; !seen {
+				extra[n] = a
+			}
+		}
+	}
+	expires := sent.Add(ttlDuration(minTTL))
+	targets := make([]Target, 0, len(srvs))
+	var errs []error
+	for _, s := range srvs {
+		host := canonical(s.Target)
+		if host == "." {
+			continue
+		}
+		var ip string
+		if a, ok := extra[host]; ok {
+			ip = a.A.String()
+			expires = minTime(expires, sent.Add(ttlDuration(a.Hdr.Ttl)))
+		} else {
+			e, err := r.lookupA(ctx, host)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			ip = e.ip
+			expires = minTime(expires, e.expires)
+		}
+		targets = append(targets, Target{
+			Name:     strings.TrimSuffix(host, "."),
+			Addr:     net.JoinHostPort(ip, strconv.Itoa(int(s.Port))),
+			Priority: s.Priority,
+			Weight:   s.Weight,
+		})
+	}
+	if len(targets) == 0 {
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("pool: dns SRV %s: no target resolved: %w", key.name, errors.Join(errs...))
+		}
+		return nil, fmt.Errorf("pool: dns SRV %s: %w", key.name, ErrNoService)
+	}
+	if len(errs) == 0 { // a partial result is returned but not cached: the next lookup tries the missing targets
+		r.store(key, cacheEntry{targets: slices.Clone(targets), expires: expires})
+	}
+	return targets, nil
+}
+
+// LookupHost implements Resolver: the first A record of host (an IP literal is returned as is, without a query).
+func (r *DNSResolver) LookupHost(ctx context.Context, host string) (string, error) {
+	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil {
+		return ip.String(), nil
+	}
+	e, err := r.lookupA(ctx, canonical(host))
+	if err != nil {
+		return "", err
+	}
+	return e.ip, nil
+}
+
+// lookupA returns the A answer for a canonical name with its expiry, from the cache when it is still fresh.
+func (r *DNSResolver) lookupA(ctx context.Context, name string) (cacheEntry, error) {
+	key := cacheKey{name: name, qtype: dns.TypeA}
+	if e, ok := r.cached(key); ok {
+		return e, nil
+	}
+	sent := r.clock.Now()
+	resp, err := r.exchange(ctx, name, dns.TypeA)
+	if err != nil {
+		return cacheEntry{}, err
+	}
+	for _, rr := range resp.Answer {
+		if a, ok := rr.(*dns.A); ok && canonical(a.Hdr.Name) == name {
+			e := cacheEntry{ip: a.A.String(), expires: sent.Add(ttlDuration(a.Hdr.Ttl))}
+			r.store(key, e)
+			return e, nil
+		}
+	}
+	return cacheEntry{}, fmt.Errorf("pool: dns A %s: %w", name, ErrNotFound)
+}
+
+// exchange sends one query over UDP and repeats it over TCP when the answer is truncated.
+func (r *DNSResolver) exchange(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	m.SetEdns0(ednsUDPSize, false)
+	resp, err := r.exchangeOnce(ctx, r.udp, m)
+	if err == nil && resp.Truncated {
+		resp, err = r.exchangeOnce(ctx, r.tcp, m)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pool: dns %s %s via %s: %w", dns.TypeToString[qtype], name, r.server, err)
+	}
+	switch resp.Rcode {
+	case dns.RcodeSuccess:
+		return resp, nil
+	case dns.RcodeNameError:
+		return nil, fmt.Errorf("pool: dns %s %s: %w", dns.TypeToString[qtype], name, ErrNotFound)
+	default:
+		return nil, fmt.Errorf("pool: dns %s %s via %s: rcode %s", dns.TypeToString[qtype], name, r.server,
+			dns.RcodeToString[resp.Rcode])
+	}
+}
+
+func (r *DNSResolver) exchangeOnce(ctx context.Context, c *dns.Client, m *dns.Msg) (*dns.Msg, error) {
+	qctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	r.queries.Add(1)
+	resp, _, err := c.ExchangeContext(qctx, m, r.server)
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (r *DNSResolver) cached(key cacheKey) (cacheEntry, bool) {
+	if r.maxCache == 0 {
+		return cacheEntry{}, false
+	}
+	now := r.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.cache[key]
+	if !ok {
+		return cacheEntry{}, false
+	}
+	if !now.Before(e.expires) {
+		delete(r.cache, key)
+		return cacheEntry{}, false
+	}
+	r.hits.Add(1)
+	return e, true
+}
+
+func (r *DNSResolver) store(key cacheKey, e cacheEntry) {
+	if r.maxCache == 0 {
+		return
+	}
+	now := r.clock.Now()
+	if !now.Before(e.expires) { // TTL 0, or the answer took longer than its TTL
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.cache[key]; !ok && len(r.cache) >= r.maxCache {
+		for k, old := range r.cache {
+			if !now.Before(old.expires) {
+				delete(r.cache, k)
+			}
+		}
+		for k := range r.cache { // still full: drop any one entry
+			if len(r.cache) < r.maxCache {
+				break
+			}
+			delete(r.cache, k)
+		}
+	}
+	r.cache[key] = e
+}
+
+func canonical(name string) string { return dns.CanonicalName(name) }
+
+func ttlDuration(ttl uint32) time.Duration { return time.Duration(ttl) * time.Second }
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
