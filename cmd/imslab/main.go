@@ -1,6 +1,7 @@
 // Command imslab runs the testbed's lab.
 //
 //	imslab up [--topology f] [--run-dir d] [--only n1,n2]   build the nodes, start them, wait for Ctrl-C
+//	imslab up --phones 50 --call-rate 5 --duration 30s      the same with simulated phones, for a fixed time
 package main
 
 import (
@@ -20,13 +21,14 @@ import (
 	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/topology"
+	"github.com/imslab/quasipool/internal/ue"
 )
 
 const usage = `usage: imslab <command> [flags]
 
 commands:
   up    build the node binaries, start every node of the topology as a local process, print the table and
-        stop them all on Ctrl-C or SIGTERM
+        stop them all on Ctrl-C or SIGTERM; with --phones, simulated phones register and call through the lab
 
 run "imslab <command> -h" for the flags of a command`
 
@@ -63,6 +65,11 @@ func up(args []string, out io.Writer) error {
 	repo := fs.String("repo", "", "repository root (default: found from the working directory)")
 	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "how long one node may take to become ready")
 	grace := fs.Duration("grace", 5*time.Second, "wait between SIGTERM and SIGKILL when stopping a node")
+	phones := fs.Int("phones", 0, "simulated phones (user0001…) to register through the BAC once the lab is up")
+	callRate := fs.Float64("call-rate", 0, "calls per second between the phones")
+	hold := fs.Duration("hold", 3*time.Second, "hold time of each call")
+	duration := fs.Duration("duration", 0, "stop the lab after this long (0 = wait for Ctrl-C)")
+	seed := fs.Int64("seed", 0, "random seed of the phones' traffic (0 = new; printed)")
 	logFormat := fs.String("log-format", "", "text or json (the lab's own log)")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -114,9 +121,70 @@ func up(args []string, out io.Writer) error {
 	}
 	printTable(out, l)
 	fmt.Fprintf(out, "\nrun dir %s (logs/, events/). Ctrl-C stops the lab.\n", l.RunDir())
-	<-ctx.Done()
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	var phoneErr error
+	if *phones > 0 {
+		phoneErr = runPhones(ctx, out, t, l.RunDir(), *phones, *callRate, *hold, *seed)
+	} else {
+		<-ctx.Done()
+	}
 	log.Info("stopping the lab")
-	return l.Down()
+	if err := l.Down(); err != nil {
+		return err
+	}
+	return phoneErr
+}
+
+// runPhones registers simulated phones through the lab and places calls until ctx is done; their records go to
+// <run-dir>/records.jsonl. It prints a progress line every 5 s and a summary at the end.
+func runPhones(ctx context.Context, out io.Writer, t *topology.Topology, runDir string, n int, rate float64, hold time.Duration, seed int64) error {
+	cfg := ue.DefaultConfig()
+	cfg.DNSServer = t.DNS.Listen
+	cfg.Domain = t.Domain
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Users.From, cfg.Users.Count = 1, n
+	cfg.CallRate, cfg.HoldTime = rate, hold
+	cfg.RegisterRate = 100
+	cfg.Deregister = true
+	cfg.Seed = seed
+	cfg.RecordsFile = filepath.Join(runDir, "records.jsonl")
+	cfg.EventsFile = filepath.Join(runDir, "events", "ue.jsonl")
+	ulog, err := obs.NewLogger(io.Discard, obs.LogConfig{}, "ue")
+	if err != nil {
+		return err
+	}
+	phones, err := ue.New(cfg, ue.WithLogger(ulog))
+	if err != nil {
+		return fmt.Errorf("phones: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- phones.Run(ctx) }()
+	fmt.Fprintf(out, "phones: %d (user0001…), %.1f calls/s, hold %s, seed %d (repeat with --seed)\n", n, rate, hold, phones.Seed())
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			s := phones.Summary()
+			fmt.Fprintf(out, "summary: %d/%d phones registered at start, %d calls ok, %d failed; records %s\n",
+				s.InitialOK, s.Phones, s.CallsOK, s.CallsFailed, cfg.RecordsFile)
+			if err != nil {
+				return fmt.Errorf("phones: %w", err)
+			}
+			if s.InitialFailed > 0 {
+				return fmt.Errorf("phones: %d registrations failed", s.InitialFailed)
+			}
+			return nil
+		case <-tick.C:
+			s := phones.Summary()
+			fmt.Fprintf(out, "progress: %d/%d registered, calls %d ok / %d failed, received %d\n",
+				s.Registered, s.Phones, s.CallsOK, s.CallsFailed, s.MTOK)
+		}
+	}
 }
 
 func printTable(w io.Writer, l *lab.Lab) {
