@@ -71,7 +71,8 @@ func Setup(cfg *topology.NodeConfig) (*Stack, error) {
 
 // Forward returns the forwarder timers of the node. Requests without a provisional answer (REGISTER, BYE) cross
 // several proxies, each of which may itself wait for a dead peer before failing over, so a node waits longer the
-// closer it is to the phones: S-CSCF and I-CSCF 1×, P-CSCF 2.5×, BAC 3.5× the topology's no-answer time.
+// closer it is to the phones: S-CSCF and I-CSCF 1×, P-CSCF 2.5×, BAC 3.5× the topology's no-answer time. An
+// INVITE is answered with 100 Trying by any live next hop, so it uses the topology's INVITE time unscaled.
 func (s *Stack) Forward() sipx.ForwarderConfig {
 	base := s.Cfg.Timers.NonInviteNoAnswer
 	if base <= 0 {
@@ -84,7 +85,11 @@ func (s *Stack) Forward() sipx.ForwarderConfig {
 	case topology.KindBAC:
 		factor = 3.5
 	}
-	return sipx.ForwarderConfig{NoAnswer: time.Duration(float64(base) * factor)}
+	invite := s.Cfg.Timers.InviteNoAnswer
+	if invite <= 0 {
+		invite = base
+	}
+	return sipx.ForwarderConfig{NoAnswer: time.Duration(float64(base) * factor), InviteNoAnswer: invite}
 }
 
 // PoolHosts returns the members of the node's own pool (pcscf1.ims.test → every target of pcscf.ims.test).

@@ -28,6 +28,9 @@ type ForwarderConfig struct {
 	// NoAnswer is how long an attempt may go without any response before the next target is tried (default 2s).
 	// It replaces sipgo's 32 s Timer B/F for failover purposes.
 	NoAnswer time.Duration `yaml:"no_answer"`
+	// InviteNoAnswer is NoAnswer for INVITE (default NoAnswer). A live next hop answers an INVITE with 100 Trying
+	// at once, whatever lies behind it, so this need not grow with the hops behind.
+	InviteNoAnswer time.Duration `yaml:"invite_no_answer"`
 	// Proceeding bounds the wait for a final response once a provisional arrived (default 60s for INVITE,
 	// 4×NoAnswer for other methods).
 	Proceeding time.Duration `yaml:"proceeding"`
@@ -273,7 +276,11 @@ func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base
 			proceeding = 4 * f.cfg.NoAnswer
 		}
 	}
-	timer := time.NewTimer(f.cfg.NoAnswer)
+	noAnswer := f.cfg.NoAnswer
+	if out.IsInvite() && f.cfg.InviteNoAnswer > 0 {
+		noAnswer = f.cfg.InviteNoAnswer
+	}
+	timer := time.NewTimer(noAnswer)
 	defer timer.Stop()
 	gotProvisional := false
 	for {
