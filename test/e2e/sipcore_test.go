@@ -108,6 +108,30 @@ var _ = Describe("SIP core", Label("e2e"), Ordered, func() {
 		Expect(registrationState("127.0.0.1:21002", "user0002@ims.test")).To(HaveKeyWithValue("state", "not_registered"))
 	})
 
+	It("drops garbage, answers a malformed REGISTER with 400, and keeps serving", SpecTimeout(60*time.Second), func(sctx SpecContext) {
+		conn, err := net.Dial("udp", bac)
+		Expect(err).NotTo(HaveOccurred())
+		defer conn.Close()
+		_, _ = conn.Write([]byte("\x00\xff garbage that is not SIP\r\n\r\n"))
+		_, _ = conn.Write([]byte("INVITE sip:x SIP/2.0\r\nVia: broken\r\n\r\n"))
+		local := conn.LocalAddr().String()
+		noContact := "REGISTER sip:ims.test SIP/2.0\r\nVia: SIP/2.0/UDP " + local + ";branch=z9hG4bK-bad1\r\n" +
+			"From: <sip:user0005@ims.test>;tag=1\r\nTo: <sip:user0005@ims.test>\r\nCall-ID: bad-1\r\nCSeq: 1 REGISTER\r\n" +
+			"Max-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+		_, err = conn.Write([]byte(noContact))
+		Expect(err).NotTo(HaveOccurred())
+		buf := make([]byte, 4096)
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := conn.Read(buf)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(buf[:n])).To(HavePrefix("SIP/2.0 400"))
+
+		p := newRawPhone()
+		ctx, cancel := context.WithTimeout(sctx, 20*time.Second)
+		defer cancel()
+		Expect(p.register(ctx, bac, "user0005", "pass0005", 600).StatusCode).To(Equal(200))
+	})
+
 	It("refuses an unknown user with 403", SpecTimeout(60*time.Second), func(sctx SpecContext) {
 		p := newRawPhone()
 		ctx, cancel := context.WithTimeout(sctx, 20*time.Second)
