@@ -143,7 +143,7 @@ func New(cfg Config, opts ...Option) (*Lab, error) {
 	} else if cfg.BinDir, err = filepath.Abs(cfg.BinDir); err != nil {
 		return nil, fmt.Errorf("lab: bin dir: %w", err)
 	}
-	for _, d := range []string{"", "bin", "config", "logs", "events", "data"} {
+	for _, d := range []string{"", "bin", "config", "logs", "events", "trace", "data"} {
 		if err := os.MkdirAll(filepath.Join(cfg.RunDir, d), 0o755); err != nil {
 			return nil, fmt.Errorf("lab: run dir: %w", err)
 		}

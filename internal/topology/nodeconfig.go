@@ -30,7 +30,10 @@ type NodeConfig struct {
 	Registration Registration `yaml:"registration"`
 	// EventsFile receives the node's events, one JSON line each ("" = none).
 	EventsFile string `yaml:"events_file,omitempty"`
-	Log        Log    `yaml:"log"`
+	// TraceFile receives every SIP datagram and Diameter message the node sends or receives, one JSON line each
+	// (docs/architecture.md, "Message trace"); "" = none.
+	TraceFile string `yaml:"trace_file,omitempty"`
+	Log       Log    `yaml:"log"`
 
 	// Peers names what the node resolves to reach the others.
 	Peers Peers `yaml:"peers,omitempty"`
@@ -103,6 +106,7 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 	}
 	if o.runDir != "" {
 		c.EventsFile = filepath.Join(o.runDir, "events", n.Name+".jsonl")
+		c.TraceFile = filepath.Join(o.runDir, "trace", n.Name+".jsonl")
 	}
 	icscf := t.FQDN(t.ICSCF.Host)
 	hssSRV := DiameterSRV(t.FQDN(t.HSS.Host))

@@ -93,7 +93,7 @@ func startLab(base int) *lab {
 	dir := GinkgoT().TempDir()
 	topo, err := topology.Parse([]byte(testTopology(base)))
 	Expect(err).NotTo(HaveOccurred())
-	for _, d := range []string{"config", "logs", "events", "data"} {
+	for _, d := range []string{"config", "logs", "events", "trace", "data"} {
 		Expect(os.MkdirAll(filepath.Join(dir, d), 0o755)).To(Succeed())
 	}
 	Expect(topo.WriteFile(filepath.Join(dir, "topology.yaml"))).To(Succeed())
