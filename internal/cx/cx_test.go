@@ -2,9 +2,9 @@ package cx
 
 import (
 	"bytes"
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"time"
@@ -114,10 +114,18 @@ var _ = Describe("Cx codec", Label("unit"), func() {
 // echoHandler answers every request with success and nothing else.
 type echoHandler struct{}
 
-func (echoHandler) UserAuthorization(context.Context, *UAR) (*UAA, error) { return &UAA{Result: Success}, nil }
-func (echoHandler) LocationInfo(context.Context, *LIR) (*LIA, error)      { return &LIA{Result: Success}, nil }
-func (echoHandler) MultimediaAuth(context.Context, *MAR) (*MAA, error)    { return &MAA{Result: Success}, nil }
-func (echoHandler) ServerAssignment(context.Context, *SAR) (*SAA, error)  { return &SAA{Result: Success}, nil }
+func (echoHandler) UserAuthorization(context.Context, *UAR) (*UAA, error) {
+	return &UAA{Result: Success}, nil
+}
+func (echoHandler) LocationInfo(context.Context, *LIR) (*LIA, error) {
+	return &LIA{Result: Success}, nil
+}
+func (echoHandler) MultimediaAuth(context.Context, *MAR) (*MAA, error) {
+	return &MAA{Result: Success}, nil
+}
+func (echoHandler) ServerAssignment(context.Context, *SAR) (*SAA, error) {
+	return &SAA{Result: Success}, nil
+}
 
 var _ = Describe("Cx client and server", Label("integration"), func() {
 	It("reconnects after the server goes away and comes back on the same address", SpecTimeout(30*time.Second), func(sctx SpecContext) {

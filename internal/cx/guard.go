@@ -110,7 +110,11 @@ func (c *guardConn) Close() error {
 func (c *guardConn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	if err == nil && c.s.trace != nil {
+		c.s.trace("out", c.LocalAddr().String(), c.RemoteAddr().String(), p[:n])
+	}
+	return n, err
 }
 
 func (c *guardConn) Read(p []byte) (int, error) {
@@ -119,6 +123,9 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		frame, err := c.readFrame()
 		if err != nil {
 			return 0, err
+		}
+		if c.s.trace != nil {
+			c.s.trace("in", c.RemoteAddr().String(), c.LocalAddr().String(), frame)
 		}
 		if c.admit(frame) {
 			c.pending = frame

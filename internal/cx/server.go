@@ -29,12 +29,12 @@ type Handler interface {
 
 // Exchange describes one answered request, for events and metrics.
 type Exchange struct {
-	Command        string                // "UAR", "SAR", … or "unknown"
-	Peer           string                // Origin-Host of the requester
-	Remote         string                // transport address of the requester
+	Command        string // "UAR", "SAR", … or "unknown"
+	Peer           string // Origin-Host of the requester
+	Remote         string // transport address of the requester
 	SessionID      string
-	UserName       string                // private identity, when the request has one
-	PublicIdentity string                // first public identity, when the request has one
+	UserName       string                 // private identity, when the request has one
+	PublicIdentity string                 // first public identity, when the request has one
 	AuthType       *UserAuthorizationType // UAR and LIR
 	AssignmentType *ServerAssignmentType  // SAR
 	Result         Result
@@ -96,6 +96,7 @@ type Server struct {
 	cfg      ServerConfig
 	handler  Handler
 	observe  func(Exchange)
+	trace    func(dir, src, dst string, data []byte)
 	log      *slog.Logger
 	sm       *sm.StateMachine
 	mu       sync.Mutex
@@ -108,6 +109,11 @@ type ServerOption func(*Server)
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) ServerOption { return func(s *Server) { s.log = l } }
+
+// WithTrace receives every Diameter message the server reads or writes, whole (dir "in" or "out").
+func WithTrace(f func(dir, src, dst string, data []byte)) ServerOption {
+	return func(s *Server) { s.trace = f }
+}
 
 // WithObserver is called once for every answered request, including error answers.
 func WithObserver(f func(Exchange)) ServerOption { return func(s *Server) { s.observe = f } }

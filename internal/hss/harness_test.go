@@ -293,4 +293,6 @@ func cxRequest(code uint32, extra ...*diam.AVP) *diam.Message {
 	return m
 }
 
-func cxAVP(code uint32, d datatype.Type) *diam.AVP { return diam.NewAVP(code, avp.Mbit|avp.Vbit, 10415, d) }
+func cxAVP(code uint32, d datatype.Type) *diam.AVP {
+	return diam.NewAVP(code, avp.Mbit|avp.Vbit, 10415, d)
+}

@@ -83,10 +83,16 @@ func (n *Node) Run(ctx context.Context) error {
 			return fmt.Errorf("hss: http_listen: %w", err)
 		}
 	}
+	tracer, err := obs.OpenTracer(n.cfg.TraceFile, "hss")
+	if err != nil {
+		return fmt.Errorf("hss: %w", err)
+	}
+	defer tracer.Close()
 	srv, err := cx.NewServer(cx.ServerConfig{
 		OriginHost: n.cfg.OriginHost, OriginRealm: n.cfg.OriginRealm, ProductName: "imslab-hss",
 		MaxConcurrentHandlers: n.cfg.MaxConcurrentHandlers,
-	}, NewProcedures(db, n.cfg.CapabilitySets), cx.WithLogger(n.log), cx.WithObserver(n.observe))
+	}, NewProcedures(db, n.cfg.CapabilitySets), cx.WithLogger(n.log), cx.WithObserver(n.observe),
+		cx.WithTrace(func(dir, src, dst string, data []byte) { tracer.Record("diameter", dir, src, dst, data) }))
 	if err != nil {
 		return fmt.Errorf("hss: %w", err)
 	}

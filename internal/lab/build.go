@@ -85,6 +85,7 @@ func hssConfig(nc *topology.NodeConfig) hss.Config {
 	c.LabSubscribers = nc.HSS.LabSubscribers
 	c.SubscribersFile = nc.HSS.SubscribersFile
 	c.EventsFile = nc.EventsFile
+	c.TraceFile = nc.TraceFile
 	c.Log.Format = nc.Log.Format
 	c.Log.Level = nc.Log.Level
 	return c

@@ -37,6 +37,7 @@ type Stack struct {
 	EP     *sipx.Endpoint
 	Health *pool.Health
 	Cx     *cx.Client // nil unless CxClient was called
+	tracer *obs.Tracer
 }
 
 // Setup builds the runtime of a node.
@@ -58,6 +59,12 @@ func Setup(cfg *topology.NodeConfig) (*Stack, error) {
 		rec.Close()
 		return nil, err
 	}
+	tracer, err := obs.OpenTracer(cfg.TraceFile, cfg.Name)
+	if err != nil {
+		rec.Close()
+		return nil, err
+	}
+	ep.Trace(tracer)
 	res := pool.NewDNSResolver(cfg.DNSServer)
 	hc := pool.HealthConfig{Interval: cfg.Probing.Interval, Timeout: cfg.Probing.Timeout,
 		FailuresToDown: cfg.Probing.FailuresToDown, SuccessesToUp: cfg.Probing.SuccessesToUp}
@@ -66,7 +73,7 @@ func Setup(cfg *topology.NodeConfig) (*Stack, error) {
 		rec.Close()
 		return nil, fmt.Errorf("probing: %w", err)
 	}
-	return &Stack{Cfg: cfg, Log: log, Rec: rec, Res: res, EP: ep, Health: health}, nil
+	return &Stack{Cfg: cfg, Log: log, Rec: rec, Res: res, EP: ep, Health: health, tracer: tracer}, nil
 }
 
 // Forward returns the forwarder timers of the node. Requests without a provisional answer (REGISTER, BYE) cross
@@ -155,6 +162,7 @@ type Runner interface {
 // Run serves the endpoint, the probing, the Cx client and the node until ctx is done.
 func (s *Stack) Run(ctx context.Context, node Runner) error {
 	defer s.Rec.Close()
+	defer s.tracer.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.EP.Serve(gctx) })
 	select {

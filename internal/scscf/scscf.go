@@ -82,15 +82,15 @@ func (c *Config) ServerName() string { return "sip:" + c.Host }
 
 // binding is one registered user (an implicit registration set).
 type binding struct {
-	IMPI      string
-	IMPUs     []string
-	Contact   string  // the Contact header value as registered, e.g. <sip:user0001@bac.ims.test>;expires=600
-	ContactU  sip.Uri // its URI
-	Path      []string
-	CallID    string
-	CSeq      uint32
-	Expires   time.Time
-	Restored  bool // taken over from another S-CSCF through the HSS
+	IMPI     string
+	IMPUs    []string
+	Contact  string  // the Contact header value as registered, e.g. <sip:user0001@bac.ims.test>;expires=600
+	ContactU sip.Uri // its URI
+	Path     []string
+	CallID   string
+	CSeq     uint32
+	Expires  time.Time
+	Restored bool // taken over from another S-CSCF through the HSS
 }
 
 type challenge struct {

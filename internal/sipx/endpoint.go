@@ -10,10 +10,13 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/obs"
 )
 
 func init() {
@@ -44,7 +47,7 @@ type Endpoint struct {
 	Server *sipgo.Server
 	Client *sipgo.Client
 
-	conn      net.PacketConn
+	conn      *tracingConn
 	laddr     sip.Addr
 	log       *slog.Logger
 	listening chan struct{}
@@ -55,10 +58,11 @@ func NewEndpoint(host, listen string, log *slog.Logger) (*Endpoint, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	conn, err := net.ListenPacket("udp", listen)
+	raw, err := net.ListenPacket("udp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("sipx: listen %s: %w", listen, err)
 	}
+	conn := &tracingConn{PacketConn: raw}
 	addr := conn.LocalAddr().(*net.UDPAddr)
 	ua, err := sipgo.NewUA(sipgo.WithUserAgent(host), sipgo.WithUserAgentHostname(host))
 	if err != nil {
@@ -120,6 +124,35 @@ func (e *Endpoint) waitListening(errc chan error) {
 
 // Listening is closed once the endpoint can send and receive.
 func (e *Endpoint) Listening() <-chan struct{} { return e.listening }
+
+// Trace records every datagram the endpoint sends or receives (nil stops recording).
+func (e *Endpoint) Trace(t *obs.Tracer) { e.conn.tracer.Store(t) }
+
+// tracingConn records the datagrams of the endpoint's socket.
+type tracingConn struct {
+	net.PacketConn
+	tracer atomic.Pointer[obs.Tracer]
+}
+
+func (c *tracingConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, addr, err := c.PacketConn.ReadFrom(b)
+	if err == nil {
+		if t := c.tracer.Load(); t != nil {
+			t.Record("sip", "in", addr.String(), c.LocalAddr().String(), b[:n])
+		}
+	}
+	return n, addr, err
+}
+
+func (c *tracingConn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	n, err := c.PacketConn.WriteTo(b, addr)
+	if err == nil {
+		if t := c.tracer.Load(); t != nil {
+			t.Record("sip", "out", c.LocalAddr().String(), addr.String(), b[:n])
+		}
+	}
+	return n, err
+}
 
 // Bind makes an outgoing request leave from the endpoint's socket.
 func (e *Endpoint) Bind(req *sip.Request) { e.laddr.Copy(&req.Laddr) }
