@@ -75,17 +75,8 @@ func New(cfg Config, ep *sipx.Endpoint, res pool.Resolver, health *pool.Health, 
 		log = slog.Default()
 	}
 	n := &Node{cfg: cfg, log: log, rec: rec, now: time.Now, byToken: map[string]*phone{}, addrs: map[string]int{},
-		px: &sipx.Proxy{EP: ep, Health: health, Res: res, Rec: rec, Log: log, Self: []string{cfg.Host},
-			Fwd: sipx.NewForwarder(ep, res, health, cfg.Forward, rec, log, uint64(time.Now().UnixNano()))}}
-	ep.Server.OnRegister(n.onRegister)
-	ep.Server.OnInvite(n.onRequest)
-	ep.Server.OnBye(n.onRequest)
-	ep.Server.OnRequest(sip.MESSAGE, n.onRequest)
-	ep.Server.OnRequest(sip.UPDATE, n.onRequest)
-	ep.Server.OnRequest(sip.INFO, n.onRequest)
-	ep.Server.OnRequest(sip.PRACK, n.onRequest)
-	ep.Server.OnAck(n.onAck)
-	ep.Server.OnOptions(n.px.Options)
+		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log}, cfg.Forward, cfg.Host)}
+	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest, Ack: n.onAck})
 	return n, nil
 }
 

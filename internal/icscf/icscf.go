@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/emiago/sipgo/sip"
 
@@ -80,16 +79,8 @@ func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool
 		log = slog.Default()
 	}
 	n := &Node{cfg: cfg, hss: hss, log: log, rec: rec,
-		px: &sipx.Proxy{EP: ep, Health: health, Res: res, Rec: rec, Log: log, Self: []string{cfg.Host, cfg.Domain},
-			Fwd: sipx.NewForwarder(ep, res, health, cfg.Forward, rec, log, uint64(time.Now().UnixNano()))}}
-	ep.Server.OnRegister(n.onRegister)
-	ep.Server.OnInvite(n.onRequest)
-	ep.Server.OnBye(n.onRequest)
-	ep.Server.OnRequest(sip.MESSAGE, n.onRequest)
-	ep.Server.OnRequest(sip.UPDATE, n.onRequest)
-	ep.Server.OnRequest(sip.INFO, n.onRequest)
-	ep.Server.OnAck(func(req *sip.Request, _ sip.ServerTransaction) { n.px.Ack(context.Background(), req) })
-	ep.Server.OnOptions(n.px.Options)
+		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log}, cfg.Forward, cfg.Host, cfg.Domain)}
+	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest})
 	return n, nil
 }
 

@@ -129,18 +129,9 @@ func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool
 	n := &Node{
 		cfg: cfg, hss: hss, log: log, rec: rec, now: time.Now,
 		regs: map[string]*binding{}, nonces: map[string]*challenge{}, failures: map[string]int{},
-		px: &sipx.Proxy{EP: ep, Health: health, Res: res, Rec: rec, Log: log, Self: self,
-			Fwd: sipx.NewForwarder(ep, res, health, cfg.Forward, rec, log, uint64(time.Now().UnixNano()))},
+		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log}, cfg.Forward, self...),
 	}
-	ep.Server.OnRegister(n.onRegister)
-	ep.Server.OnInvite(n.onRequest)
-	ep.Server.OnBye(n.onRequest)
-	ep.Server.OnRequest(sip.MESSAGE, n.onRequest)
-	ep.Server.OnRequest(sip.UPDATE, n.onRequest)
-	ep.Server.OnRequest(sip.INFO, n.onRequest)
-	ep.Server.OnRequest(sip.PRACK, n.onRequest)
-	ep.Server.OnAck(func(req *sip.Request, _ sip.ServerTransaction) { n.px.Ack(context.Background(), req) })
-	ep.Server.OnOptions(n.px.Options)
+	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest})
 	return n, nil
 }
 

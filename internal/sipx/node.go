@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"time"
 
+	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/imslab/quasipool/internal/obs"
@@ -145,3 +147,42 @@ func HasToTag(req *sip.Request) bool {
 
 // CallID returns the Call-ID of a message.
 func CallID(m sip.Message) string { return callID(m) }
+
+// Deps are the collaborators every SIP network function is built from.
+type Deps struct {
+	EP     *Endpoint
+	Res    pool.Resolver
+	Health *pool.Health
+	Rec    *obs.Recorder
+	Log    *slog.Logger
+}
+
+// NewProxy builds the shared proxy of a network function whose Route entries name one of self.
+func NewProxy(d Deps, fwd ForwarderConfig, self ...string) *Proxy {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	return &Proxy{EP: d.EP, Health: d.Health, Res: d.Res, Rec: d.Rec, Log: d.Log, Self: self,
+		Fwd: NewForwarder(d.EP, d.Res, d.Health, fwd, d.Rec, d.Log, uint64(time.Now().UnixNano()))}
+}
+
+// Handlers are a network function's entry points; nil Ack and Options get the proxy's defaults.
+type Handlers struct {
+	Register sipgo.RequestHandler
+	Request  sipgo.RequestHandler // every other method but ACK, CANCEL (sipgo answers it) and OPTIONS
+	Ack      sipgo.RequestHandler
+}
+
+// Serve registers a network function's handlers on its endpoint.
+func (p *Proxy) Serve(h Handlers) {
+	srv := p.EP.Server
+	if h.Ack == nil {
+		h.Ack = func(req *sip.Request, _ sip.ServerTransaction) { p.Ack(context.Background(), req) }
+	}
+	srv.OnRegister(h.Register)
+	for _, m := range []sip.RequestMethod{sip.INVITE, sip.BYE, sip.MESSAGE, sip.UPDATE, sip.INFO, sip.PRACK} {
+		srv.OnRequest(m, h.Request)
+	}
+	srv.OnAck(h.Ack)
+	srv.OnOptions(p.Options)
+}
