@@ -68,7 +68,7 @@ var _ = Describe("SIPp against the lab", Label("e2e"), Ordered, func() {
 		s := sipp(bin, bac, "register.xml", "users.csv", "user0001", "22100")
 		Eventually(s, 30*time.Second).Should(gexec.Exit(0))
 	})
-	It("connects a SIPp caller to a SIPp callee registered through the BAC", SpecTimeout(90*time.Second), func(_ SpecContext) {
+	It("connects a SIPp caller to a SIPp callee registered through the BAC, with a re-INVITE in the call", SpecTimeout(90*time.Second), func(_ SpecContext) {
 		callee := sipp(bin, "", "uas.xml", "", "", "22101")
 		reg := sipp(bin, bac, "register.xml", "callee.csv", "user0011", "22103")
 		Eventually(reg, 30*time.Second).Should(gexec.Exit(0))
