@@ -1,0 +1,261 @@
+package report
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// scenarioFile is the part of <run-dir>/scenario.json the report reads (docs/architecture.md, "Run-scenario
+// files"). Unknown fields (expectations, traffic, …) are ignored; the raw object is kept for the report header.
+type scenarioFile struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Seed        int64           `json:"seed"`
+	StartNs     int64           `json:"start_ns"`
+	DurationS   float64         `json:"duration_s"`
+	Faults      []scenarioFault `json:"faults"`
+	Topology    json.RawMessage `json:"topology"`
+	Traffic     json.RawMessage `json:"traffic"`
+	Expect      json.RawMessage `json:"expectations"`
+}
+
+type scenarioFault struct {
+	Kind   string  `json:"kind"`
+	Target string  `json:"target"`
+	AtS    float64 `json:"at_s"`
+	ForS   float64 `json:"for_s"`
+}
+
+// record is one line of records.jsonl (internal/ue.Record; only the fields the report uses).
+type record struct {
+	Type      string   `json:"type"`
+	IMPU      string   `json:"impu"`
+	CallID    string   `json:"call_id"`
+	TNs       int64    `json:"t_ns"`
+	Result    string   `json:"result"`
+	Status    int      `json:"status"`
+	Kind      string   `json:"kind"`
+	Direction string   `json:"direction"`
+	From      string   `json:"from"`
+	To        string   `json:"to"`
+	Setup180  *float64 `json:"setup_ms_180"`
+	Setup200  *float64 `json:"setup_ms_200"`
+	Duration  float64  `json:"duration_ms"`
+	PCSCF     string   `json:"pcscf"`
+	SCSCF     string   `json:"scscf"`
+}
+
+func (r *record) ok() bool { return r.Result == "ok" }
+
+// event is one line of events/<node>.jsonl; the fields used by any event kind of the report are flattened here.
+type event struct {
+	TNs  int64  `json:"t_ns"`
+	Node string `json:"node"`
+	Kind string `json:"kind"`
+	// peer_state
+	Peer   string `json:"peer"`
+	Addr   string `json:"addr"`
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+	// lab fault / node_exit
+	Target string `json:"target"`
+	Fault  string `json:"fault"`
+	// cx_answer
+	Cmd          string `json:"cmd"`
+	UAT          *int   `json:"uat"`
+	SAT          *int   `json:"sat"`
+	Result       int    `json:"result"`
+	Experimental int    `json:"experimental"`
+	IMPI         string `json:"impi"`
+	IMPU         string `json:"impu"`
+	ServerName   string `json:"server_name"`
+}
+
+// traceLine is one line of trace/<node>.jsonl (docs/architecture.md, "Message trace").
+type traceLine struct {
+	TNs   int64  `json:"t_ns"`
+	Node  string `json:"node"`
+	Proto string `json:"proto"`
+	Dir   string `json:"dir"`
+	Src   string `json:"src"`
+	Dst   string `json:"dst"`
+	Data  []byte `json:"data"` // base64 in JSON
+}
+
+// nodeConfig is the part of config/<node>.yaml the report reads.
+type nodeConfig struct {
+	Name   string `yaml:"name"`
+	Kind   string `yaml:"kind"`
+	FQDN   string `yaml:"fqdn"`
+	Listen string `yaml:"listen"`
+	HSS    *struct {
+		DiameterListen string `yaml:"diameter_listen"`
+		HTTPListen     string `yaml:"http_listen"`
+	} `yaml:"hss"`
+}
+
+// run is everything read from a run directory.
+type run struct {
+	dir      string
+	scenario scenarioFile
+	rawScen  map[string]any
+	records  []record
+	events   []event
+	trace    []traceLine
+	nodes    []nodeConfig
+	warnings []string
+}
+
+func loadRun(dir string) (*run, error) {
+	r := &run{dir: dir}
+	b, err := os.ReadFile(filepath.Join(dir, "scenario.json"))
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &r.scenario); err != nil {
+			return nil, fmt.Errorf("report: scenario.json: %w", err)
+		}
+		_ = json.Unmarshal(b, &r.rawScen)
+	case errors.Is(err, fs.ErrNotExist):
+		r.warnings = append(r.warnings, "no scenario.json: no faults, time zero = first record")
+	default:
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	if err := readJSONL(filepath.Join(dir, "records.jsonl"), &r.records, &r.warnings); err != nil {
+		return nil, err
+	}
+	if err := readDir(filepath.Join(dir, "events"), &r.events, &r.warnings); err != nil {
+		return nil, err
+	}
+	if err := readDir(filepath.Join(dir, "trace"), &r.trace, &r.warnings); err != nil {
+		return nil, err
+	}
+	if err := r.readConfigs(); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(r.records, func(i, j int) bool { return r.records[i].TNs < r.records[j].TNs })
+	sort.SliceStable(r.events, func(i, j int) bool { return r.events[i].TNs < r.events[j].TNs })
+	sort.SliceStable(r.trace, func(i, j int) bool { return r.trace[i].TNs < r.trace[j].TNs })
+	if r.scenario.StartNs == 0 {
+		r.scenario.StartNs = r.firstTime()
+	}
+	return r, nil
+}
+
+// firstTime is the earliest t_ns of any record, event or trace line (time zero when scenario.json has none).
+func (r *run) firstTime() int64 {
+	var first int64
+	for _, t := range []int64{firstOf(r.records, func(x record) int64 { return x.TNs }),
+		firstOf(r.events, func(x event) int64 { return x.TNs }),
+		firstOf(r.trace, func(x traceLine) int64 { return x.TNs })} {
+		if t != 0 && (first == 0 || t < first) {
+			first = t
+		}
+	}
+	return first
+}
+
+func firstOf[T any](xs []T, t func(T) int64) int64 {
+	var first int64
+	for _, x := range xs {
+		if v := t(x); v != 0 && (first == 0 || v < first) {
+			first = v
+		}
+	}
+	return first
+}
+
+func (r *run) readConfigs() error {
+	paths, err := filepath.Glob(filepath.Join(r.dir, "config", "*.yaml"))
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		var c nodeConfig
+		if err := yaml.Unmarshal(b, &c); err != nil {
+			r.warnings = append(r.warnings, fmt.Sprintf("%s: %v", filepath.Base(p), err))
+			continue
+		}
+		if c.Name == "" {
+			c.Name = strings.TrimSuffix(filepath.Base(p), ".yaml")
+		}
+		r.nodes = append(r.nodes, c)
+	}
+	return nil
+}
+
+// readDir reads every *.jsonl file of dir (absent dir: nothing).
+func readDir[T any](dir string, out *[]T, warn *[]string) error {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		if err := readJSONL(p, out, warn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readJSONL appends every line of path decoded as T. A missing file is no error; a line that does not decode
+// (a node killed in the middle of a write leaves a torn last line) is skipped with a warning.
+func readJSONL[T any](path string, out *[]T, warn *[]string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	n, bad := 0, 0
+	for sc.Scan() {
+		n++
+		line := sc.Bytes()
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal(line, &v); err != nil {
+			bad++
+			continue
+		}
+		*out = append(*out, v)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("report: %s: %w", path, err)
+	}
+	if bad > 0 {
+		*warn = append(*warn, fmt.Sprintf("%s: %d of %d lines did not decode and were skipped", filepath.Base(path), bad, n))
+	}
+	return nil
+}
+
+// hostNode turns "pcscf1.ims.test", "pcscf1.ims.test:5061" or "sip:pcscf1.ims.test" into the node name "pcscf1".
+func hostNode(h string) string {
+	h = strings.TrimPrefix(strings.TrimPrefix(h, "sips:"), "sip:")
+	if i := strings.LastIndexByte(h, '@'); i >= 0 {
+		h = h[i+1:]
+	}
+	if i := strings.IndexAny(h, ".:;>"); i >= 0 {
+		h = h[:i]
+	}
+	return h
+}

@@ -1,0 +1,176 @@
+// Package report turns a finished run directory (scenario.json, records.jsonl, events/, trace/, config/) into the
+// run's report: summary.json (the KPIs of SPEC §6), calls.csv, report.md, report.html, plots/*.svg, ladder
+// diagrams of the takeover calls and trace.pcap. docs/report.md defines every KPI.
+package report
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Output files, relative to the run directory.
+const (
+	FileSummary  = "summary.json"
+	FileCalls    = "calls.csv"
+	FileMarkdown = "report.md"
+	FileHTML     = "report.html"
+	FilePcap     = "trace.pcap"
+	DirPlots     = "plots"
+)
+
+// Build reads a finished run directory and writes summary.json, calls.csv, report.md, report.html
+// (self-contained: inline SVG), plots (SVG files), trace.pcap into it, and returns the summary.
+func Build(runDir string) (*Summary, error) {
+	r, err := loadRun(runDir)
+	if err != nil {
+		return nil, err
+	}
+	a := analyse(r)
+	s := a.s
+
+	// Messages: deduplicated, decoded, in time order.
+	lines, dups := dedup(r.trace)
+	msgs := make([]msg, len(lines))
+	sipCallIDs := map[string]bool{}
+	for i, l := range lines {
+		msgs[i] = decode(l)
+		if msgs[i].Proto == "sip" {
+			s.Pcap.SIP++
+			if msgs[i].callID != "" {
+				sipCallIDs[msgs[i].callID] = true
+			}
+		} else if msgs[i].Proto == "diameter" {
+			s.Pcap.Diameter++
+		}
+	}
+	s.Pcap.Duplicates = dups
+	ab := newAddressBook(r, msgs)
+
+	if err := os.MkdirAll(filepath.Join(runDir, DirPlots), 0o755); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	add := func(name string) { s.Files = append(s.Files, name) }
+
+	if len(msgs) > 0 {
+		n, err := writePcap(filepath.Join(runDir, FilePcap), msgs)
+		if err != nil {
+			return nil, err
+		}
+		s.Pcap.File, s.Pcap.Packets = FilePcap, n
+		add(FilePcap)
+	}
+
+	// Ladders.
+	calls := map[string]*call{}
+	for _, c := range groupCalls(r) {
+		calls[c.id] = c
+	}
+	var ladders []ladder
+	chosen := a.chooseLadderCalls(r, sipCallIDs)
+	for _, dir := range []string{"mo", "mt"} {
+		rec := chosen[dir]
+		if rec == nil {
+			continue
+		}
+		lm := ladderMessages(rec, calls, msgs)
+		title := fmt.Sprintf("%s takeover call of %s at +%.3f s (Call-ID %s)", strings.ToUpper(dir), rec.IMPU,
+			a.offset(rec.TNs), rec.CallID)
+		svg, lanes := drawLadder(dir, title, lm, ab)
+		file := filepath.Join(DirPlots, "ladder_"+dir+".svg")
+		if err := os.WriteFile(filepath.Join(runDir, file), []byte(svg), 0o644); err != nil {
+			return nil, fmt.Errorf("report: %w", err)
+		}
+		add(file)
+		info := LadderInfo{Direction: dir, CallID: rec.CallID, IMPU: rec.IMPU, StartS: a.offset(rec.TNs), File: file,
+			Lanes: lanes, Messages: len(lm)}
+		s.Ladders = append(s.Ladders, info)
+		ladders = append(ladders, ladder{info: info, svg: svg})
+	}
+
+	// Plots.
+	var plots []namedSVG
+	for _, p := range []struct {
+		file, title string
+		draw        func(*Summary) ([]byte, error)
+	}{
+		{filepath.Join(DirPlots, "call_success.svg"), "Call success over time", plotSuccess},
+		{filepath.Join(DirPlots, "call_attempts.svg"), "Call attempts over time", plotAttempts},
+	} {
+		b, err := p.draw(s)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(runDir, p.file), b, 0o644); err != nil {
+			return nil, fmt.Errorf("report: %w", err)
+		}
+		add(p.file)
+		plots = append(plots, namedSVG{file: p.file, title: p.title, svg: string(b)})
+	}
+
+	if err := writeCalls(filepath.Join(runDir, FileCalls), r, a); err != nil {
+		return nil, err
+	}
+	add(FileCalls)
+	add(FileMarkdown)
+	add(FileHTML)
+	add(FileSummary)
+
+	md := markdown(r, s, plots, ladders)
+	if err := os.WriteFile(filepath.Join(runDir, FileMarkdown), []byte(md), 0o644); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(runDir, FileHTML), []byte(htmlReport(r, s, plots, ladders)), 0o644); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("report: summary: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(runDir, FileSummary), append(b, '\n'), 0o644); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	return s, nil
+}
+
+type namedSVG struct{ file, title, svg string }
+
+// writeCalls writes calls.csv: one row per call record (the caller's "mo" and the callee's "mt").
+func writeCalls(path string, r *run, a *analysis) error {
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	_ = w.Write([]string{"call_id", "direction", "impu", "peer", "start_s", "result", "status", "setup_ms_180",
+		"setup_ms_200", "pcscf", "scscf", "affected", "after_fault"})
+	optMs := func(p *float64) string {
+		if p == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*p, 'f', -1, 64)
+	}
+	for _, x := range r.records {
+		if x.Type != "call" {
+			continue
+		}
+		peer := x.To
+		if x.Direction == "mt" {
+			peer = x.From
+		}
+		_, aff := a.affected[x.IMPU]
+		_ = w.Write([]string{x.CallID, x.Direction, x.IMPU, peer, strconv.FormatFloat(a.offset(x.TNs), 'f', -1, 64),
+			x.Result, strconv.Itoa(x.Status), optMs(x.Setup180), optMs(x.Setup200), x.PCSCF, x.SCSCF,
+			strconv.FormatBool(aff), strconv.FormatBool(a.afterFault(x.IMPU, x.TNs))})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return fmt.Errorf("report: calls.csv: %w", err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
