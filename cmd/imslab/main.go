@@ -2,6 +2,7 @@
 //
 //	imslab up [--topology f] [--run-dir d] [--only n1,n2]   build the nodes, start them, wait for Ctrl-C
 //	imslab up --phones 50 --call-rate 5 --duration 30s      the same with simulated phones, for a fixed time
+//	imslab run scenarios/pcscf-kill.yaml [--out d] [--seed n] run a scenario; exit 0 passed, 1 failed, 2 error
 package main
 
 import (
@@ -20,6 +21,8 @@ import (
 
 	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/report"
+	"github.com/imslab/quasipool/internal/scenario"
 	"github.com/imslab/quasipool/internal/topology"
 	"github.com/imslab/quasipool/internal/ue"
 )
@@ -29,6 +32,8 @@ const usage = `usage: imslab <command> [flags]
 commands:
   up    build the node binaries, start every node of the topology as a local process, print the table and
         stop them all on Ctrl-C or SIGTERM; with --phones, simulated phones register and call through the lab
+  run   run a scenario file (docs/scenarios.md): start the lab and the phones, inject the faults, stop, build
+        the report and check the expectations; exit 0 when every expectation holds, 1 when one fails, 2 on error
 
 run "imslab <command> -h" for the flags of a command`
 
@@ -41,6 +46,8 @@ func main() {
 	switch os.Args[1] {
 	case "up":
 		err = up(os.Args[2:], os.Stdout)
+	case "run":
+		os.Exit(runScenario(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "-help", "--help", "help":
 		fmt.Println(usage)
 		return
@@ -185,6 +192,90 @@ func runPhones(ctx context.Context, out io.Writer, t *topology.Topology, runDir 
 				s.Registered, s.Phones, s.CallsOK, s.CallsFailed, s.MTOK)
 		}
 	}
+}
+
+// runScenario is "imslab run": it returns the exit status (scenario.ExitPassed, ExitFailed, ExitError).
+func runScenario(args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("imslab run", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	fs.Usage = func() {
+		fmt.Fprintf(errOut, "usage: imslab run <scenario.yaml> [flags]\n\nfault kinds:\n")
+		for _, k := range scenario.FaultKinds() {
+			fmt.Fprintf(errOut, "  %-8s %s\n", k.Name, k.Doc)
+		}
+		fmt.Fprintf(errOut, "\nexit status: 0 every expectation holds, 1 one fails, 2 error\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	outDir := fs.String("out", "", "run directory (default: runs/<scenario>-<date-time>; runs/latest points at it)")
+	seed := fs.Int64("seed", 0, "random seed of the phones' traffic (0 = the scenario's seed, or a new one; printed)")
+	keepGoing := fs.Bool("keep-going", false, "go on when a fault cannot be injected or some phones fail to register")
+	binDir := fs.String("bin-dir", "", "use prebuilt node binaries from this directory instead of building")
+	repo := fs.String("repo", "", "repository root (default: found from the working directory)")
+	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "how long one node may take to become ready")
+	grace := fs.Duration("grace", 5*time.Second, "wait between SIGTERM and SIGKILL when stopping a node")
+	progress := fs.Duration("progress", 5*time.Second, "interval of the progress line")
+	logFormat := fs.String("log-format", "", "text or json (the runner's and lab's own log, on stderr)")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	// The scenario file may come before or after the flags.
+	var file string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		file, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return scenario.ExitPassed
+		}
+		return scenario.ExitError
+	}
+	rest := fs.Args()
+	if file == "" && len(rest) > 0 {
+		file, rest = rest[0], rest[1:]
+	}
+	if file == "" || len(rest) > 0 {
+		fmt.Fprintln(errOut, "imslab run: give exactly one scenario file (imslab run -h)")
+		return scenario.ExitError
+	}
+	log, err := obs.NewLogger(errOut, obs.LogConfig{Format: *logFormat, Level: *logLevel}, "imslab")
+	if err != nil {
+		fmt.Fprintln(errOut, "imslab run: log:", err)
+		return scenario.ExitError
+	}
+	sc, err := scenario.Load(file)
+	if err != nil {
+		fmt.Fprintln(errOut, "imslab run:", err)
+		return scenario.ExitError
+	}
+	dir := *outDir
+	if dir == "" {
+		dir = filepath.Join("runs", sc.Name+"-"+time.Now().Format("20060102-150405"))
+		link := filepath.Join("runs", "latest")
+		if err := os.MkdirAll("runs", 0o755); err == nil {
+			_ = os.Remove(link)
+			_ = os.Symlink(filepath.Base(dir), link)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, Seed: *seed,
+		KeepGoing: *keepGoing, RepoDir: *repo, BinDir: *binDir, ReadyTimeout: *readyTimeout, GracePeriod: *grace,
+		Progress: *progress},
+		scenario.WithLogger(log), scenario.WithOutput(out), scenario.WithReportBuilder(buildReport))
+	if err != nil {
+		fmt.Fprintln(errOut, "imslab run:", err)
+		if o != nil {
+			fmt.Fprintf(errOut, "imslab run: run dir %s (seed %d)\n", o.RunDir, o.Seed)
+		}
+	}
+	return scenario.ExitCode(o, err)
+}
+
+// buildReport writes the run's report (internal/report) and returns its summary's metrics.
+func buildReport(runDir string) (scenario.Metrics, error) {
+	s, err := report.Build(runDir)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func printTable(w io.Writer, l *lab.Lab) {

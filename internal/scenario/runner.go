@@ -1,0 +1,503 @@
+package scenario
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/imslab/quasipool/internal/lab"
+	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/ue"
+)
+
+// Exit codes of a run (cmd/imslab run).
+const (
+	ExitPassed = 0 // every expectation holds
+	ExitFailed = 1 // at least one expectation does not hold
+	ExitError  = 2 // the run could not be carried out (bad file, lab did not start, interrupted, …)
+)
+
+// ExitCode maps the outcome of Run to the exit status of a run.
+func ExitCode(o *Outcome, err error) int {
+	switch {
+	case err != nil || o == nil:
+		return ExitError
+	case !o.Passed:
+		return ExitFailed
+	}
+	return ExitPassed
+}
+
+// RunConfig configures a run of a scenario.
+type RunConfig struct {
+	// Scenario is the scenario to run (required, valid).
+	Scenario *Scenario
+	// ScenarioFile is the file the scenario came from (recorded in scenario.json; optional).
+	ScenarioFile string
+	// RunDir receives everything of the run (default runs/<name>-<date-time>).
+	RunDir string
+	// Seed overrides the scenario's seed when not 0.
+	Seed int64
+	// KeepGoing lets a run go on when a fault cannot be injected or fixed, or when some phones fail their
+	// initial registration; without it either ends the run with an error.
+	KeepGoing bool
+	// RepoDir and BinDir are passed to the lab (lab.Config).
+	RepoDir, BinDir string
+	// ReadyTimeout and GracePeriod are passed to the lab (0 = the lab's defaults).
+	ReadyTimeout, GracePeriod time.Duration
+	// Progress is the interval of the progress line (default 5s).
+	Progress time.Duration
+	// RegisterTimeout bounds the initial registrations (default: phones/register_rate + 60s).
+	RegisterTimeout time.Duration
+}
+
+// Validate checks the configuration and names the bad field.
+func (c *RunConfig) Validate() error {
+	if c.Scenario == nil {
+		return errors.New("run config: scenario: missing")
+	}
+	if err := c.Scenario.Validate(); err != nil {
+		return fmt.Errorf("run config: %w", err)
+	}
+	if c.Progress < 0 {
+		return errors.New("run config: progress: must not be negative")
+	}
+	if c.RegisterTimeout < 0 {
+		return errors.New("run config: register_timeout: must not be negative")
+	}
+	return nil
+}
+
+// ReportBuilder turns a finished run directory into its report and returns the summary's metrics. The command
+// passes report.Build; tests pass a fake.
+type ReportBuilder func(runDir string) (Metrics, error)
+
+// RunOption configures optional collaborators of a run.
+type RunOption func(*runner)
+
+// WithLogger sets the runner's logger (the lab logs through it too).
+func WithLogger(l *slog.Logger) RunOption { return func(r *runner) { r.log = l } }
+
+// WithOutput sets where the run prints its progress and the expectations table (default os.Stdout).
+func WithOutput(w io.Writer) RunOption { return func(r *runner) { r.out = &lockedWriter{w: w} } }
+
+// WithReportBuilder sets the report builder. Without one, a run ends with an error after the lab has stopped.
+func WithReportBuilder(b ReportBuilder) RunOption { return func(r *runner) { r.report = b } }
+
+// Outcome is what a run found.
+type Outcome struct {
+	RunDir  string   `json:"run_dir"`
+	Seed    int64    `json:"seed"`
+	Results []Result `json:"results"`
+	Passed  bool     `json:"passed"`
+	// FaultErrors lists the fault actions that failed (only with KeepGoing; without it the first ends the run).
+	FaultErrors []string `json:"fault_errors,omitempty"`
+	// RegistrationsFailed counts phones whose initial registration failed (only with KeepGoing).
+	RegistrationsFailed int64 `json:"registrations_failed,omitempty"`
+}
+
+type runner struct {
+	cfg    RunConfig
+	sc     *Scenario
+	log    *slog.Logger
+	out    *lockedWriter
+	report ReportBuilder
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) printf(format string, a ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, format, a...)
+}
+
+// Run runs a scenario: it starts the lab, registers the phones, sets t0, injects the faults at their offsets,
+// prints a progress line every few seconds, stops phones and lab after the scenario's duration, has the report
+// built and evaluates the expectations. The error is non-nil when the run could not be carried out (ExitError);
+// otherwise Outcome.Passed tells whether every expectation held. The Outcome is returned whenever the run
+// directory exists, even with an error.
+func Run(ctx context.Context, cfg RunConfig, opts ...RunOption) (*Outcome, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, sc: cfg.Scenario, log: slog.Default(), out: &lockedWriter{w: os.Stdout}}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.cfg.Progress == 0 {
+		r.cfg.Progress = 5 * time.Second
+	}
+	if r.cfg.RegisterTimeout == 0 {
+		r.cfg.RegisterTimeout = time.Duration(float64(r.sc.Traffic.Phones)/r.sc.Traffic.RegisterRate*float64(time.Second)) +
+			60*time.Second
+	}
+	if r.cfg.RunDir == "" {
+		r.cfg.RunDir = filepath.Join("runs", r.sc.Name+"-"+time.Now().Format("20060102-150405"))
+	}
+	return r.run(ctx)
+}
+
+func (r *runner) run(ctx context.Context) (*Outcome, error) {
+	sc := r.sc
+	seed := r.cfg.Seed
+	if seed == 0 {
+		seed = sc.Seed
+	}
+	for seed == 0 {
+		seed = rand.Int64()
+	}
+	topo := sc.Topology // a copy: the lab must not share the scenario's maps
+	l, err := lab.New(lab.Config{Topology: &topo, RunDir: r.cfg.RunDir, RepoDir: r.cfg.RepoDir, BinDir: r.cfg.BinDir,
+		ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod}, lab.WithLogger(r.log))
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	defer l.Close()
+	o := &Outcome{RunDir: l.RunDir(), Seed: seed}
+	r.out.printf("scenario %s: %s\n", sc.Name, oneLine(sc.Description))
+	r.out.printf("seed %d (repeat with --seed %d); run dir %s\n", seed, seed, o.RunDir)
+	for _, f := range sc.Faults {
+		r.out.printf("fault: %s\n", f)
+	}
+
+	r.out.printf("starting the lab (%d P-CSCF, %d S-CSCF)…\n", topo.Pools.PCSCF.Size, topo.Pools.SCSCF.Size)
+	if err := l.Up(ctx); err != nil {
+		if ctx.Err() != nil {
+			return o, fmt.Errorf("scenario %s: interrupted while starting the lab: %w", sc.Name, ctx.Err())
+		}
+		return o, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	labDown := sync.OnceValue(l.Down)
+	defer labDown()
+
+	// Phones run until stopPhones, not until ctx: on Ctrl-C they still end their calls and de-register.
+	phonesCtx, stopPhones := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPhones()
+	phones, phonesDone, err := r.startPhones(phonesCtx, o.RunDir, seed)
+	if err != nil {
+		return o, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	waitPhones := sync.OnceValue(func() error {
+		stopPhones()
+		select {
+		case err := <-phonesDone:
+			return err
+		case <-time.After(30 * time.Second):
+			return errors.New("did not stop within 30s")
+		}
+	})
+	defer func() { _ = waitPhones() }()
+	r.out.printf("registering %d phones (user%04d…) at %g/s, expires %s…\n", sc.Traffic.Phones,
+		sc.Traffic.FirstUser, sc.Traffic.RegisterRate, topo.Registration.Expires)
+	regTimeout := time.NewTimer(r.cfg.RegisterTimeout)
+	defer regTimeout.Stop()
+	select {
+	case <-phones.Ready():
+	case err := <-phonesDone:
+		phonesDone <- err
+		if err == nil {
+			err = errors.New("stopped before they were ready")
+		}
+		return o, fmt.Errorf("scenario %s: phones: %w", sc.Name, err)
+	case <-regTimeout.C:
+		return o, fmt.Errorf("scenario %s: phones: initial registrations not done within %s", sc.Name, r.cfg.RegisterTimeout)
+	case <-ctx.Done():
+		return o, fmt.Errorf("scenario %s: interrupted while registering: %w", sc.Name, ctx.Err())
+	}
+	s := phones.Summary()
+	if s.InitialFailed > 0 {
+		if !r.cfg.KeepGoing {
+			return o, fmt.Errorf("scenario %s: phones: %d of %d initial registrations failed (see records.jsonl; "+
+				"--keep-going runs anyway)", sc.Name, s.InitialFailed, s.Phones)
+		}
+		o.RegistrationsFailed = s.InitialFailed
+		r.out.printf("warning: %d of %d initial registrations failed; going on (--keep-going)\n", s.InitialFailed, s.Phones)
+	}
+
+	// t0: every phone registered, calls start now.
+	t0 := time.Now()
+	if err := r.writeScenarioJSON(o.RunDir, seed, t0, time.Time{}); err != nil {
+		return o, err
+	}
+	r.out.printf("t0: %d phones registered; traffic %g calls/s for %s (≈%.1f calls per phone each way)\n",
+		s.InitialOK, sc.Traffic.CallRate, sc.Duration, sc.callsPerPhone(sc.Duration))
+
+	runCtx, endRun := context.WithDeadline(ctx, t0.Add(sc.Duration))
+	defer endRun()
+	var faultMu sync.Mutex
+	var fatal error
+	inj := NewInjector(&announcingLab{Lab: l, out: r.out, t0: t0}, sc.Faults, t0)
+	injDone := make(chan struct{})
+	go func() {
+		defer close(injDone)
+		inj.Run(runCtx, func(err error) {
+			r.log.Error("fault action failed", "err", err)
+			r.out.printf("[%5.1fs] error: %v\n", time.Since(t0).Seconds(), err)
+			faultMu.Lock()
+			defer faultMu.Unlock()
+			o.FaultErrors = append(o.FaultErrors, err.Error())
+			if !r.cfg.KeepGoing && fatal == nil {
+				fatal = err
+				endRun()
+			}
+		})
+	}()
+
+	tick := time.NewTicker(r.cfg.Progress)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-runCtx.Done():
+			break loop
+		case err := <-phonesDone:
+			phonesDone <- err
+			if err == nil {
+				err = errors.New("stopped early")
+			}
+			endRun()
+			<-injDone
+			return o, fmt.Errorf("scenario %s: phones: %w", sc.Name, err)
+		case <-tick.C:
+			r.progress(t0, phones, inj)
+		}
+	}
+	<-injDone
+	r.progress(t0, phones, inj)
+	r.out.printf("stopping the phones and the lab…\n")
+	phoneErr := waitPhones()
+	end := time.Now()
+	downErr := labDown()
+	if err := r.writeScenarioJSON(o.RunDir, seed, t0, end); err != nil {
+		return o, err
+	}
+	switch {
+	case ctx.Err() != nil:
+		return o, fmt.Errorf("scenario %s: interrupted: %w", sc.Name, ctx.Err())
+	case fatal != nil:
+		return o, fmt.Errorf("scenario %s: %w (--keep-going runs on)", sc.Name, fatal)
+	case phoneErr != nil:
+		return o, fmt.Errorf("scenario %s: phones: %w", sc.Name, phoneErr)
+	case downErr != nil:
+		return o, fmt.Errorf("scenario %s: stopping the lab: %w", sc.Name, downErr)
+	}
+	return r.evaluate(o)
+}
+
+// evaluate builds the report, checks the expectations, prints the table and writes expectations.json.
+func (r *runner) evaluate(o *Outcome) (*Outcome, error) {
+	if r.report == nil {
+		return o, fmt.Errorf("scenario %s: no report builder: cannot evaluate the expectations", r.sc.Name)
+	}
+	r.out.printf("building the report…\n")
+	m, err := r.report(o.RunDir)
+	if err != nil {
+		return o, fmt.Errorf("scenario %s: report: %w", r.sc.Name, err)
+	}
+	if m == nil {
+		return o, fmt.Errorf("scenario %s: report: no summary", r.sc.Name)
+	}
+	o.Results = Evaluate(r.sc.Expectations, m)
+	o.Passed = Passed(o.Results)
+	r.out.mu.Lock()
+	PrintResults(r.out.w, o.Results)
+	verdict := "PASSED"
+	if !o.Passed {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(r.out.w, "%s: %s (seed %d); run dir %s\n", r.sc.Name, verdict, o.Seed, o.RunDir)
+	r.out.mu.Unlock()
+	b, err := json.MarshalIndent(o, "", "  ")
+	if err != nil {
+		return o, fmt.Errorf("scenario %s: expectations: %w", r.sc.Name, err)
+	}
+	if err := os.WriteFile(filepath.Join(o.RunDir, "expectations.json"), append(b, '\n'), 0o644); err != nil {
+		return o, fmt.Errorf("scenario %s: expectations: %w", r.sc.Name, err)
+	}
+	return o, nil
+}
+
+// PrintResults writes the expectations table: name, metric, value, expected, ok.
+func PrintResults(w io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EXPECTATION\tMETRIC\tVALUE\tEXPECTED\tOK")
+	for _, res := range results {
+		val := "-"
+		if res.Actual != nil {
+			val = formatNum(*res.Actual)
+		}
+		exp := res.Expected()
+		if res.ValueOf != "" && res.Want != nil {
+			exp += " (" + formatNum(*res.Want) + ")"
+		}
+		ok := "yes"
+		if !res.OK {
+			ok = "NO"
+			if res.Reason != "" {
+				ok += ": " + res.Reason
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", res.Title(), res.Metric, val, exp, ok)
+	}
+	tw.Flush()
+}
+
+func (r *runner) startPhones(ctx context.Context, runDir string, seed int64) (*ue.UE, chan error, error) {
+	t := r.sc.Traffic
+	topo := &r.sc.Topology
+	cfg := ue.DefaultConfig()
+	cfg.DNSServer = topo.DNS.Listen
+	cfg.Domain = topo.Domain
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Users.From, cfg.Users.Count = t.FirstUser, t.Phones
+	cfg.Expires = int(topo.Registration.Expires / time.Second)
+	cfg.RegisterRate = t.RegisterRate
+	cfg.CallRate, cfg.HoldTime, cfg.CallTimeout = t.CallRate, t.Hold, t.CallTimeout
+	cfg.Mix = t.Mix
+	cfg.Deregister = true
+	cfg.Seed = seed
+	cfg.RecordsFile = filepath.Join(runDir, "records.jsonl")
+	cfg.EventsFile = filepath.Join(runDir, "events", "ue.jsonl")
+	logf, err := os.OpenFile(filepath.Join(runDir, "logs", "ue.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("phones: %w", err)
+	}
+	ulog, err := obs.NewLogger(logf, obs.LogConfig{}, "ue")
+	if err != nil {
+		logf.Close()
+		return nil, nil, fmt.Errorf("phones: %w", err)
+	}
+	phones, err := ue.New(cfg, ue.WithLogger(ulog))
+	if err != nil {
+		logf.Close()
+		return nil, nil, fmt.Errorf("phones: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := phones.Run(ctx)
+		logf.Close()
+		done <- err
+	}()
+	return phones, done, nil
+}
+
+func (r *runner) progress(t0 time.Time, phones *ue.UE, inj *Injector) {
+	s := phones.Summary()
+	faults := "none"
+	if a := inj.Active(); len(a) > 0 {
+		faults = strings.Join(a, ", ")
+	}
+	el := min(time.Since(t0), r.sc.Duration)
+	r.out.printf("[%4.0fs/%.0fs] registered %d/%d · calls %d ok, %d failed · received %d · faults: %s\n",
+		el.Seconds(), r.sc.Duration.Seconds(), s.Registered, s.Phones, s.CallsOK, s.CallsFailed, s.MTOK, faults)
+}
+
+// announcingLab prints each fault action as it happens.
+type announcingLab struct {
+	Lab
+	out *lockedWriter
+	t0  time.Time
+}
+
+func (a *announcingLab) say(what, node string) {
+	a.out.printf("[%5.1fs] %s %s\n", time.Since(a.t0).Seconds(), what, node)
+}
+
+func (a *announcingLab) Kill(n string) error   { a.say("kill", n); return a.Lab.Kill(n) }
+func (a *announcingLab) Pause(n string) error  { a.say("pause", n); return a.Lab.Pause(n) }
+func (a *announcingLab) Resume(n string) error { a.say("resume", n); return a.Lab.Resume(n) }
+func (a *announcingLab) Stop(n string, graceful bool) error {
+	a.say(map[bool]string{true: "stop", false: "kill"}[graceful], n)
+	return a.Lab.Stop(n, graceful)
+}
+func (a *announcingLab) Start(ctx context.Context, n string) error {
+	a.say("start", n)
+	return a.Lab.Start(ctx, n)
+}
+func (a *announcingLab) Restart(ctx context.Context, n string) error {
+	a.say("restart", n)
+	return a.Lab.Restart(ctx, n)
+}
+
+// runJSON is scenario.json (docs/architecture.md, "Run-scenario files").
+type runJSON struct {
+	Name         string        `json:"name"`
+	Description  string        `json:"description"`
+	ScenarioFile string        `json:"scenario_file,omitempty"`
+	Seed         int64         `json:"seed"`
+	StartNs      int64         `json:"start_ns"`
+	EndNs        int64         `json:"end_ns,omitempty"`
+	DurationS    float64       `json:"duration_s"`
+	Faults       []faultJSON   `json:"faults"`
+	Expectations []Expectation `json:"expectations"`
+	Traffic      trafficJSON   `json:"traffic"`
+	// RegistrationExpiresS is the registration period the phones ask for (they refresh at about half).
+	RegistrationExpiresS float64 `json:"registration_expires_s"`
+	PCSCFPool            int     `json:"pcscf_pool"`
+	SCSCFPool            int     `json:"scscf_pool"`
+}
+
+type faultJSON struct {
+	Kind   string  `json:"kind"`
+	Target string  `json:"target"`
+	AtS    float64 `json:"at_s"`
+	ForS   float64 `json:"for_s"` // 0: in place until the end of the run (or, for restart, instantaneous)
+}
+
+type trafficJSON struct {
+	Phones       int     `json:"phones"`
+	FirstUser    int     `json:"first_user"`
+	RegisterRate float64 `json:"register_rate"`
+	CallRate     float64 `json:"call_rate"`
+	HoldS        float64 `json:"hold_s"`
+	Mix          float64 `json:"mix"`
+}
+
+// writeScenarioJSON writes <run-dir>/scenario.json; end is zero until the run is over.
+func (r *runner) writeScenarioJSON(runDir string, seed int64, t0, end time.Time) error {
+	sc := r.sc
+	mix := 1.0
+	if sc.Traffic.Mix != nil {
+		mix = *sc.Traffic.Mix
+	}
+	j := runJSON{Name: sc.Name, Description: sc.Description, ScenarioFile: r.cfg.ScenarioFile, Seed: seed,
+		StartNs: t0.UnixNano(), DurationS: sc.Duration.Seconds(), Faults: []faultJSON{},
+		Expectations: sc.Expectations,
+		Traffic: trafficJSON{Phones: sc.Traffic.Phones, FirstUser: sc.Traffic.FirstUser,
+			RegisterRate: sc.Traffic.RegisterRate, CallRate: sc.Traffic.CallRate, HoldS: sc.Traffic.Hold.Seconds(), Mix: mix},
+		RegistrationExpiresS: sc.Topology.Registration.Expires.Seconds(),
+		PCSCFPool:            sc.Topology.Pools.PCSCF.Size, SCSCFPool: sc.Topology.Pools.SCSCF.Size}
+	if j.Expectations == nil {
+		j.Expectations = []Expectation{}
+	}
+	if !end.IsZero() {
+		j.EndNs = end.UnixNano()
+	}
+	for _, f := range sc.Faults {
+		j.Faults = append(j.Faults, faultJSON{Kind: f.Kind, Target: f.Target, AtS: f.At.Seconds(), ForS: f.For.Seconds()})
+	}
+	b, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return fmt.Errorf("scenario.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(runDir, "scenario.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("scenario.json: %w", err)
+	}
+	return nil
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,0 +1,345 @@
+// Package scenario reads scenario files and runs them: a scenario states the topology of the lab (overrides of
+// the default topology), the phones' traffic, the faults to inject (what, where, when, for how long), how long
+// the run lasts and what the run's report must show (expectations). See docs/scenarios.md for the format.
+//
+// A run (Run) starts the local lab (internal/lab), registers the phones (internal/ue) in-process, injects the
+// faults at their offsets from the run's time zero, stops everything, has the report built from the run
+// directory and evaluates the expectations against the report's summary.
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/imslab/quasipool/internal/topology"
+)
+
+// Scenario is a parsed scenario file.
+type Scenario struct {
+	// Name names the scenario and its run directories (default: the file name without .yaml).
+	Name string `yaml:"name"`
+	// Description says in a sentence or two what happens and what must hold.
+	Description string `yaml:"description"`
+	// Seed drives every random choice of the phones (0 = a new seed for every run, printed).
+	Seed int64 `yaml:"seed"`
+	// Duration is how long traffic runs, from the run's time zero (t0, when every phone has registered).
+	Duration time.Duration `yaml:"duration"`
+	// Topology holds overrides of the default topology (topologies/default.yaml): any field of the topology
+	// file format (docs/topology.md) may be given; the rest keep their defaults.
+	Topology topology.Topology `yaml:"topology"`
+	// Traffic describes the simulated phones.
+	Traffic Traffic `yaml:"traffic"`
+	// Faults are injected at their offsets from t0.
+	Faults []Fault `yaml:"faults"`
+	// Expectations must all hold for the run to pass.
+	Expectations []Expectation `yaml:"expectations"`
+}
+
+// Traffic describes the simulated phones (internal/ue): subscribers user0001… of the lab HSS.
+type Traffic struct {
+	// Phones is the number of phones (users FirstUser…FirstUser+Phones-1).
+	Phones int `yaml:"phones"`
+	// FirstUser is the number of the first subscriber (default 1: user0001).
+	FirstUser int `yaml:"first_user"`
+	// RegisterRate spreads the initial registrations, per second (default 50).
+	RegisterRate float64 `yaml:"register_rate"`
+	// CallRate is the aggregate rate of calls between the phones, per second (Poisson arrivals).
+	CallRate float64 `yaml:"call_rate"`
+	// Hold is how long an answered call lasts (default 2s).
+	Hold time.Duration `yaml:"hold"`
+	// Mix is the share of phones that place calls (default 1: every phone calls; every phone is called).
+	Mix *float64 `yaml:"mix"`
+	// CallTimeout is how long a caller waits for a final answer before giving up (default 10s).
+	CallTimeout time.Duration `yaml:"call_timeout"`
+}
+
+// Fault is one fault of the schedule.
+type Fault struct {
+	// Kind is a registered fault kind (FaultKinds): kill, pause, stop, restart.
+	Kind string `yaml:"kind"`
+	// Target is a node of the topology (pcscf1, scscf2, icscf, hss, …).
+	Target string `yaml:"target"`
+	// At is the offset from t0 at which the fault is injected.
+	At time.Duration `yaml:"at"`
+	// For is how long the fault lasts before it is fixed (the node restarted or resumed); 0 = until the end.
+	For time.Duration `yaml:"for"`
+}
+
+// String describes the fault in a few words: "kill pcscf1 at 20s for 10s".
+func (f Fault) String() string {
+	s := fmt.Sprintf("%s %s at %s", f.Kind, f.Target, f.At)
+	if f.For > 0 {
+		s += " for " + f.For.String()
+	}
+	return s
+}
+
+// Defaults applied before a file is decoded, so a field the file leaves out keeps them.
+const (
+	defaultRegisterRate = 50
+	defaultHold         = 2 * time.Second
+	defaultCallTimeout  = 10 * time.Second
+)
+
+func defaults() Scenario {
+	return Scenario{
+		Topology: *topology.Default(),
+		Traffic:  Traffic{FirstUser: 1, RegisterRate: defaultRegisterRate, Hold: defaultHold, CallTimeout: defaultCallTimeout},
+	}
+}
+
+// FieldError is a problem with one field of a scenario file. Field is its path (faults[1].target,
+// topology.pools.pcscf.size); Line is the line of the file (0 when unknown).
+type FieldError struct {
+	Field string
+	Line  int
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("scenario: line %d: %s: %s", e.Line, e.Field, e.Msg)
+	}
+	return fmt.Sprintf("scenario: %s: %s", e.Field, e.Msg)
+}
+
+// Load reads, decodes and validates a scenario file. A scenario without a name is named after the file.
+func Load(path string) (*Scenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	s, err := parse(b, strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".yaml"), ".yml"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Parse decodes a scenario strictly (an unknown field is an error naming it and its line) over the defaults and
+// validates it.
+func Parse(b []byte) (*Scenario, error) { return parse(b, "") }
+
+func parse(b []byte, defaultName string) (*Scenario, error) {
+	s := defaults()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("scenario: empty file")
+		}
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("scenario: more than one YAML document")
+	}
+	if s.Name == "" {
+		s.Name = defaultName
+	}
+	if err := s.Validate(); err != nil {
+		var doc yaml.Node
+		if yaml.Unmarshal(b, &doc) == nil {
+			annotateLines(err, &doc)
+		}
+		return nil, err
+	}
+	return &s, nil
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) add(field, format string, args ...any) {
+	v.errs = append(v.errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Validate checks the scenario and names every bad field (the errors are *FieldError, joined).
+func (s *Scenario) Validate() error {
+	v := &validator{}
+	if s.Name == "" {
+		v.add("name", "missing")
+	} else if strings.ContainsAny(s.Name, `/\ `) {
+		v.add("name", "%q: must not contain '/', '\\' or spaces (it names run directories)", s.Name)
+	}
+	if s.Duration < time.Second {
+		v.add("duration", "must be at least 1s, is %s", s.Duration)
+	}
+	if err := s.Topology.Validate(); err != nil {
+		errs := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+		for _, e := range errs {
+			if fe, ok := errors.AsType[*topology.FieldError](e); ok {
+				v.add("topology."+fe.Field, "%s", fe.Msg)
+			} else {
+				v.add("topology", "%v", e)
+			}
+		}
+	}
+	if exp := s.Topology.Registration.Expires; exp > 0 && exp%time.Second != 0 {
+		v.add("topology.registration.expires", "must be whole seconds, is %s", exp)
+	}
+	s.Traffic.validate(v)
+	s.validateFaults(v)
+	for i, e := range s.Expectations {
+		e.validate(v, fmt.Sprintf("expectations[%d]", i))
+	}
+	return errors.Join(v.errs...)
+}
+
+func badRate(r float64) bool { return r < 0 || math.IsNaN(r) || math.IsInf(r, 0) }
+
+func (t *Traffic) validate(v *validator) {
+	switch {
+	case t.Phones < 1:
+		v.add("traffic.phones", "must be at least 1, is %d", t.Phones)
+	case t.FirstUser < 1:
+		v.add("traffic.first_user", "must be at least 1, is %d", t.FirstUser)
+	case t.FirstUser+t.Phones-1 > 9999:
+		v.add("traffic.phones", "users %d..%d go beyond user9999", t.FirstUser, t.FirstUser+t.Phones-1)
+	}
+	if badRate(t.RegisterRate) || t.RegisterRate == 0 {
+		v.add("traffic.register_rate", "must be a positive number, is %v", t.RegisterRate)
+	}
+	if badRate(t.CallRate) {
+		v.add("traffic.call_rate", "must be zero or a positive number, is %v", t.CallRate)
+	}
+	if t.Hold < 0 {
+		v.add("traffic.hold", "must not be negative, is %s", t.Hold)
+	}
+	if t.CallTimeout <= 0 {
+		v.add("traffic.call_timeout", "must be positive, is %s", t.CallTimeout)
+	}
+	if t.Mix != nil && (*t.Mix < 0 || *t.Mix > 1 || math.IsNaN(*t.Mix)) {
+		v.add("traffic.mix", "must be between 0 and 1, is %v", *t.Mix)
+	}
+}
+
+func (s *Scenario) validateFaults(v *validator) {
+	type span struct {
+		from, to time.Duration
+		i        int
+	}
+	byTarget := map[string][]span{}
+	for i, f := range s.Faults {
+		field := fmt.Sprintf("faults[%d]", i)
+		k, ok := faultKinds[f.Kind]
+		if !ok {
+			v.add(field+".kind", "%q is not a fault kind (%s)", f.Kind, strings.Join(FaultKindNames(), ", "))
+		}
+		if f.Target == "" {
+			v.add(field+".target", "missing")
+		} else if _, ok := s.Topology.Node(f.Target); !ok {
+			var names []string
+			for _, n := range s.Topology.Nodes() {
+				names = append(names, n.Name)
+			}
+			v.add(field+".target", "%q is not a node of the topology (%s)", f.Target, strings.Join(names, ", "))
+		}
+		switch {
+		case f.At < 0:
+			v.add(field+".at", "must not be negative, is %s", f.At)
+		case s.Duration > 0 && f.At >= s.Duration:
+			v.add(field+".at", "%s is not before the end of the run (duration %s)", f.At, s.Duration)
+		}
+		switch {
+		case f.For < 0:
+			v.add(field+".for", "must not be negative, is %s", f.For)
+		case f.For > 0 && ok && k.Fix == nil:
+			v.add(field+".for", "a %s fault has no duration (it is over once done); remove for", f.Kind)
+		case f.For > 0 && s.Duration > 0 && f.At+f.For > s.Duration:
+			v.add(field+".for", "the fault would end at %s, after the end of the run (duration %s); omit for to "+
+				"leave it in place until the end", f.At+f.For, s.Duration)
+		}
+		end := s.Duration
+		if f.For > 0 {
+			end = f.At + f.For
+		}
+		if ok && k.Fix == nil {
+			end = f.At
+		}
+		byTarget[f.Target] = append(byTarget[f.Target], span{f.At, end, i})
+	}
+	for target, spans := range byTarget {
+		slices.SortFunc(spans, func(a, b span) int { return int(a.from - b.from) })
+		for j := 1; j < len(spans); j++ {
+			if spans[j].from <= spans[j-1].to {
+				v.add(fmt.Sprintf("faults[%d].at", spans[j].i), "%s overlaps faults[%d] on %s (one fault per node "+
+					"at a time)", spans[j].from, spans[j-1].i, target)
+			}
+		}
+	}
+}
+
+// Mean expected calls each phone places (and receives) in a window of traffic, for a sanity hint.
+func (s *Scenario) callsPerPhone(window time.Duration) float64 {
+	if s.Traffic.Phones == 0 {
+		return 0
+	}
+	return s.Traffic.CallRate * window.Seconds() / float64(s.Traffic.Phones)
+}
+
+// annotateLines fills in the line of every *FieldError in err from the parsed document.
+func annotateLines(err error, doc *yaml.Node) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		if fe, ok := errors.AsType[*FieldError](e); ok && fe.Line == 0 {
+			fe.Line = lineOf(doc, fe.Field)
+		}
+	}
+}
+
+// lineOf returns the line of the YAML node at a field path (a.b[2].c), or of its deepest present ancestor.
+func lineOf(doc *yaml.Node, path string) int {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	for _, seg := range strings.Split(path, ".") {
+		idx := -1
+		if i := strings.IndexByte(seg, '['); i >= 0 && strings.HasSuffix(seg, "]") {
+			idx, _ = strconv.Atoi(seg[i+1 : len(seg)-1])
+			seg = seg[:i]
+		}
+		key, next := mappingEntry(n, seg)
+		if next == nil {
+			return line
+		}
+		n, line = next, key.Line
+		if idx >= 0 {
+			if n.Kind != yaml.SequenceNode || idx >= len(n.Content) {
+				return line
+			}
+			n, line = n.Content[idx], n.Content[idx].Line
+		}
+	}
+	return line
+}
+
+func mappingEntry(n *yaml.Node, key string) (*yaml.Node, *yaml.Node) {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil, nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i], n.Content[i+1]
+		}
+	}
+	return nil, nil
+}
