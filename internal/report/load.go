@@ -141,6 +141,20 @@ func loadRun(dir string) (*run, error) {
 	if err := r.readConfigs(); err != nil {
 		return nil, err
 	}
+	// Calls the phones abandoned because the run was ending ("aborted") say nothing about the system under
+	// test: they are left out of every KPI and counted in a warning.
+	kept, aborted := r.records[:0], 0
+	for _, rec := range r.records {
+		if rec.Type == "call" && rec.Result == "aborted" {
+			aborted++
+			continue
+		}
+		kept = append(kept, rec)
+	}
+	r.records = kept
+	if aborted > 0 {
+		r.warnings = append(r.warnings, fmt.Sprintf("%d call records left out: still in progress when the run ended (result aborted)", aborted))
+	}
 	sort.SliceStable(r.records, func(i, j int) bool { return r.records[i].TNs < r.records[j].TNs })
 	sort.SliceStable(r.events, func(i, j int) bool { return r.events[i].TNs < r.events[j].TNs })
 	sort.SliceStable(r.trace, func(i, j int) bool { return r.trace[i].TNs < r.trace[j].TNs })
