@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,6 +35,8 @@ commands:
         stop them all on Ctrl-C or SIGTERM; with --phones, simulated phones register and call through the lab
   run   run a scenario file (docs/scenarios.md): start the lab and the phones, inject the faults, stop, build
         the report and check the expectations; exit 0 when every expectation holds, 1 when one fails, 2 on error
+  report <run-dir>   build the report of a run directory again from its data (summary.json, calls.csv,
+        events.jsonl, report.md/html, plots, trace.pcap) and check the scenario's expectations again
 
 run "imslab <command> -h" for the flags of a command`
 
@@ -48,6 +51,8 @@ func main() {
 		err = up(os.Args[2:], os.Stdout)
 	case "run":
 		os.Exit(runScenario(os.Args[2:], os.Stdout, os.Stderr))
+	case "report":
+		os.Exit(rerender(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "-help", "--help", "help":
 		fmt.Println(usage)
 		return
@@ -270,6 +275,41 @@ func runScenario(args []string, out, errOut io.Writer) int {
 }
 
 // buildReport writes the run's report (internal/report) and returns its summary's metrics.
+// rerender rebuilds the report of a run directory from its data and checks its expectations again.
+func rerender(args []string, out, errOut io.Writer) int {
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(errOut, "usage: imslab report <run-dir>")
+		return 2
+	}
+	dir := args[0]
+	s, err := report.Build(dir)
+	if err != nil {
+		fmt.Fprintln(errOut, "imslab report:", err)
+		return 2
+	}
+	fmt.Fprintf(out, "report of %s rebuilt: %s\n", dir, strings.Join(s.Files, ", "))
+	b, err := os.ReadFile(filepath.Join(dir, "scenario.json"))
+	if err != nil {
+		return 0 // a run of imslab up has no scenario and no expectations
+	}
+	var sc struct {
+		Expectations []scenario.Expectation `json:"expectations"`
+	}
+	if err := json.Unmarshal(b, &sc); err != nil {
+		fmt.Fprintln(errOut, "imslab report: scenario.json:", err)
+		return 2
+	}
+	if len(sc.Expectations) == 0 {
+		return 0
+	}
+	results := scenario.Evaluate(sc.Expectations, s)
+	scenario.PrintResults(out, results)
+	if !scenario.Passed(results) {
+		return 1
+	}
+	return 0
+}
+
 func buildReport(runDir string) (scenario.Metrics, error) {
 	s, err := report.Build(runDir)
 	if err != nil {

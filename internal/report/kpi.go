@@ -265,11 +265,7 @@ func (a *analysis) cx(r *run) {
 		if e.SAT != nil {
 			c[fmt.Sprintf("sat%d", *e.SAT)]++
 		}
-		code := e.Result
-		if code == 0 {
-			code = e.Experimental
-		}
-		if code < 2000 || code > 2999 {
+		if code := e.Result; code < 2000 || code > 2999 {
 			c["failed"]++
 		}
 	}

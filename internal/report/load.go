@@ -73,8 +73,8 @@ type event struct {
 	Cmd          string `json:"cmd"`
 	UAT          *int   `json:"uat"`
 	SAT          *int   `json:"sat"`
-	Result       int    `json:"result"`
-	Experimental int    `json:"experimental"`
+	Result       int    `json:"result"`       // the code, whichever AVP carried it
+	Experimental bool   `json:"experimental"` // true: Experimental-Result (vendor 10415)
 	IMPI         string `json:"impi"`
 	IMPU         string `json:"impu"`
 	ServerName   string `json:"server_name"`

@@ -57,6 +57,12 @@ func Build(runDir string) (*Summary, error) {
 	}
 	add := func(name string) { s.Files = append(s.Files, name) }
 
+	if n, err := writeMergedEvents(runDir); err != nil {
+		return nil, err
+	} else if n > 0 {
+		add(FileEvents)
+	}
+
 	if len(msgs) > 0 {
 		n, err := writePcap(filepath.Join(runDir, FilePcap), msgs)
 		if err != nil {

@@ -80,7 +80,7 @@ func pcscfKill(dir string) {
 	r.event("scscf1", "peer_state", 30, map[string]any{"peer": "pcscf1.ims.test", "addr": pcscf1Addr, "state": "up", "reason": "probe_ok"})
 
 	cxa := func(t float64, f map[string]any) {
-		f["result"], f["experimental"] = 2001, 0
+		f["result"], f["experimental"] = 2001, false
 		r.event("hss", "cx_answer", t, f)
 	}
 	for n := 1; n <= 6; n++ {
@@ -94,7 +94,7 @@ func pcscfKill(dir string) {
 	cxa(12.05, map[string]any{"cmd": "LIR", "impu": impu(9)})
 	cxa(20.01, map[string]any{"cmd": "UAR", "uat": 0, "impu": impu(3)})
 	cxa(20.02, map[string]any{"cmd": "SAR", "sat": 2, "impu": impu(3)})
-	r.event("hss", "cx_answer", 21, map[string]any{"cmd": "SAR", "sat": 3, "result": 0, "experimental": 5001, "impu": impu(7)})
+	r.event("hss", "cx_answer", 21, map[string]any{"cmd": "SAR", "sat": 3, "result": 5001, "experimental": true, "impu": impu(7)})
 
 	// The trace of call-mo-1. Phones do not trace; every node does.
 	inv, try := sipMsg("INVITE sip:user0005@ims.test SIP/2.0", "call-mo-1", "1 INVITE"), sipMsg("SIP/2.0 100 Trying", "call-mo-1", "1 INVITE")

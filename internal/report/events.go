@@ -1,0 +1,59 @@
+package report
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// FileEvents is every node's events merged into one file in time order (one time base: t_ns).
+const FileEvents = "events.jsonl"
+
+// writeMergedEvents merges events/*.jsonl into <runDir>/events.jsonl, ordered by t_ns, lines kept verbatim.
+func writeMergedEvents(runDir string) (int, error) {
+	files, err := filepath.Glob(filepath.Join(runDir, "events", "*.jsonl"))
+	if err != nil {
+		return 0, fmt.Errorf("report: %w", err)
+	}
+	type line struct {
+		t   int64
+		raw []byte
+	}
+	var all []line
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return 0, fmt.Errorf("report: %w", err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 4<<20)
+		for sc.Scan() {
+			var head struct {
+				TNs int64 `json:"t_ns"`
+			}
+			if json.Unmarshal(sc.Bytes(), &head) != nil {
+				continue // a torn last line of a killed node
+			}
+			all = append(all, line{t: head.TNs, raw: append([]byte(nil), sc.Bytes()...)})
+		}
+		fh.Close()
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].t < all[j].t })
+	out, err := os.Create(filepath.Join(runDir, FileEvents))
+	if err != nil {
+		return 0, fmt.Errorf("report: %w", err)
+	}
+	w := bufio.NewWriter(out)
+	for _, l := range all {
+		w.Write(l.raw)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		out.Close()
+		return 0, fmt.Errorf("report: %w", err)
+	}
+	return len(all), out.Close()
+}
