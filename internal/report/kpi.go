@@ -217,8 +217,13 @@ func (a *analysis) direction(r *run, dir string) Direction {
 		attempted[x.IMPU] = true
 		if x.ok() {
 			d.Succeeded++
-			if _, seen := firstOK[x.IMPU]; !seen {
-				firstOK[x.IMPU] = x.TNs
+			// Service is back when the first call started after the fault is answered.
+			answered := x.TNs
+			if x.Setup200 != nil {
+				answered += int64(*x.Setup200 * 1e6)
+			}
+			if t, seen := firstOK[x.IMPU]; !seen || answered < t {
+				firstOK[x.IMPU] = answered
 			}
 		}
 		if x.TNs >= u.fault.detectNs {

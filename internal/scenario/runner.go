@@ -367,6 +367,7 @@ func (r *runner) startPhones(ctx context.Context, runDir string, seed int64) (*u
 	cfg.Expires = int(topo.Registration.Expires / time.Second)
 	cfg.RegisterRate = t.RegisterRate
 	cfg.CallRate, cfg.HoldTime, cfg.CallTimeout = t.CallRate, t.Hold, t.CallTimeout
+	cfg.ProbeInterval = t.ProbeInterval
 	cfg.Mix = t.Mix
 	cfg.Deregister = true
 	cfg.Seed = seed

@@ -56,6 +56,9 @@ type Traffic struct {
 	RegisterRate float64 `yaml:"register_rate"`
 	// CallRate is the aggregate rate of calls between the phones, per second (Poisson arrivals).
 	CallRate float64 `yaml:"call_rate"`
+	// ProbeInterval makes every phone call the next phone once per interval (0 = off): every user then places
+	// and receives a call per interval, so the interruption after a fault is measured with that resolution.
+	ProbeInterval time.Duration `yaml:"probe_interval"`
 	// Hold is how long an answered call lasts (default 2s).
 	Hold time.Duration `yaml:"hold"`
 	// Mix is the share of phones that place calls (default 1: every phone calls; every phone is called).
@@ -216,6 +219,9 @@ func (t *Traffic) validate(v *validator) {
 	if badRate(t.CallRate) {
 		v.add("traffic.call_rate", "must be zero or a positive number, is %v", t.CallRate)
 	}
+	if t.ProbeInterval < 0 {
+		v.add("traffic.probe_interval", "must not be negative, is %s", t.ProbeInterval)
+	}
 	if t.Hold < 0 {
 		v.add("traffic.hold", "must not be negative, is %s", t.Hold)
 	}
@@ -288,7 +294,11 @@ func (s *Scenario) callsPerPhone(window time.Duration) float64 {
 	if s.Traffic.Phones == 0 {
 		return 0
 	}
-	return s.Traffic.CallRate * window.Seconds() / float64(s.Traffic.Phones)
+	per := s.Traffic.CallRate * window.Seconds() / float64(s.Traffic.Phones)
+	if s.Traffic.ProbeInterval > 0 {
+		per += window.Seconds() / s.Traffic.ProbeInterval.Seconds()
+	}
+	return per
 }
 
 // annotateLines fills in the line of every *FieldError in err from the parsed document.

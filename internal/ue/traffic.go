@@ -2,6 +2,7 @@ package ue
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -81,4 +82,44 @@ func (u *UE) pickCallee(caller *Phone) string {
 		}
 	}
 	return ""
+}
+
+// probeCalls makes every phone call the next phone of this process's range once per ProbeInterval (SPEC §6:
+// interruption per affected user, both directions), each from a random phase. A probe does not wait for the
+// phone's other calls: a call stuck in a node that died must not hide the next attempt.
+func (u *UE) probeCalls(ctx context.Context) {
+	n := len(u.phones)
+	if n < 2 {
+		return
+	}
+	u.log.Info("ue: probe calls", "interval", u.cfg.ProbeInterval.String(), "phones", n)
+	var wg sync.WaitGroup
+	for i, p := range u.phones {
+		next := u.phones[(i+1)%n]
+		u.rngMu.Lock()
+		phase := time.Duration(u.rng.Float64() * float64(u.cfg.ProbeInterval))
+		u.rngMu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTimer(phase)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				t.Reset(u.cfg.ProbeInterval)
+				if !p.Registered() || !next.Registered() {
+					u.stats.callsSkipped.Add(1)
+					continue
+				}
+				if !u.goBackground(func() { _, _ = p.Call(ctx, next.user, u.cfg.HoldTime) }) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

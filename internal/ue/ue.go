@@ -250,6 +250,9 @@ func (u *UE) Run(ctx context.Context) (err error) {
 	if !u.cfg.Manual && u.cfg.CallRate > 0 {
 		u.goBackground(func() { u.generateCalls(runCtx) })
 	}
+	if !u.cfg.Manual && u.cfg.ProbeInterval > 0 {
+		u.goBackground(func() { u.probeCalls(runCtx) })
+	}
 
 	var sockErr error
 	select {

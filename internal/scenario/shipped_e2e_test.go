@@ -1,0 +1,587 @@
+package scenario_test
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/imslab/quasipool/internal/lab"
+	"github.com/imslab/quasipool/internal/report"
+	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/ue"
+)
+
+// The shipped scenarios (scenarios/*.yaml), shortened for CI: the same topology, faults and expectations, compressed
+// in time. Traffic is denser than in the files so that every affected user still calls and is called in the
+// shorter window after the fault; 30 phones (as in the files) give the S-CSCF faults enough affected users that
+// some are taken over by a call they place and some by a call they receive.
+const (
+	ciDuration = 24 * time.Second
+	ciPhones   = 30
+	ciCallRate = 16 // calls per second: ~0.5 per phone and direction, ~8 each way in the 16 s after the fault
+	ciHold     = 500 * time.Millisecond
+)
+
+// shorten compresses a shipped scenario to ciDuration: fault offsets and durations scale with the run (a fault at
+// 20 s of 60 s moves to 8 s of 24 s), the phones and the call rate become the CI ones and the lab moves to a free
+// block of 11 ports. Expectations are kept; the only threshold that depends on the amount of traffic, the
+// baseline's calls.total, scales with the number of calls offered.
+func shorten(sc *scenario.Scenario, base int) {
+	GinkgoHelper()
+	f := float64(ciDuration) / float64(sc.Duration)
+	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * f).Round(100 * time.Millisecond) }
+	for i := range sc.Faults {
+		sc.Faults[i].At, sc.Faults[i].For = scale(sc.Faults[i].At), scale(sc.Faults[i].For)
+	}
+	offered := ciCallRate * ciDuration.Seconds() / (sc.Traffic.CallRate * sc.Duration.Seconds())
+	for i, e := range sc.Expectations {
+		if e.Metric == "calls.total" && e.Value != nil {
+			v := *e.Value * offered
+			sc.Expectations[i].Value = &v
+		}
+	}
+	sc.Duration = ciDuration
+	sc.Traffic.Phones, sc.Traffic.CallRate, sc.Traffic.Hold = ciPhones, ciCallRate, ciHold
+
+	t := &sc.Topology
+	t.DNS.Listen = fmt.Sprintf("127.0.0.1:%d", base)
+	t.HSS.Address, t.HSS.DiameterPort, t.HSS.HTTPPort = "127.0.0.1", base+1, base+2
+	t.BAC.Address, t.BAC.Port = "127.0.0.1", base+3
+	t.ICSCF.Address, t.ICSCF.Port = "127.0.0.1", base+4
+	Expect(t.Pools.PCSCF.Size).To(BeNumerically("<=", 3))
+	Expect(t.Pools.SCSCF.Size).To(BeNumerically("<=", 3))
+	t.Pools.PCSCF.Address, t.Pools.PCSCF.Addresses, t.Pools.PCSCF.BasePort, t.Pools.PCSCF.Port = "127.0.0.1", nil, base+5, 0
+	t.Pools.SCSCF.Address, t.Pools.SCSCF.Addresses, t.Pools.SCSCF.BasePort, t.Pools.SCSCF.Port = "127.0.0.1", nil, base+8, 0
+	Expect(sc.Validate()).To(Succeed())
+}
+
+// shippedRun is one finished run of a shortened shipped scenario and what it recorded.
+type shippedRun struct {
+	dir     string
+	outcome *scenario.Outcome
+	sum     *report.Summary
+	output  string
+	domain  string
+	faultNs int64  // the lab's fault event of the (single) fault
+	dead    string // its target
+	invites []sipHop
+	cx      []cxAnswer
+	events  map[string][]nodeEvent // node → its events (restore, reselect, …)
+	records []ue.Record
+}
+
+// sipHop is an INVITE request seen in the trace, from one node to another (phones are "ue").
+type sipHop struct {
+	TNs      int64
+	From, To string
+	Dir      string // the trace line's: out (recorded by From) or in (recorded by To)
+	CallID   string
+	Routes   []sip.Uri
+}
+
+// cxAnswer is a cx_answer event of the HSS.
+type cxAnswer struct {
+	TNs          int64  `json:"t_ns"`
+	Cmd          string `json:"cmd"`
+	UAT          *int   `json:"uat"`
+	SAT          *int   `json:"sat"`
+	Result       int    `json:"result"`
+	Experimental bool   `json:"experimental"`
+	IMPU         string `json:"impu"`
+	ServerName   string `json:"server_name"`
+	Peer         string `json:"peer"`
+	LatencyUs    int64  `json:"latency_us"`
+}
+
+// requestNs is when the HSS received the request: the event is written after the answer was sent, so it can come
+// after what the asking node did with the answer; the request cannot.
+func (a cxAnswer) requestNs() int64 { return a.TNs - a.LatencyUs*1000 }
+
+func (a cxAnswer) String() string {
+	s := a.Cmd
+	if a.UAT != nil {
+		s += fmt.Sprintf(" uat %d", *a.UAT)
+	}
+	if a.SAT != nil {
+		s += fmt.Sprintf(" sat %d", *a.SAT)
+	}
+	return s + fmt.Sprintf(" %s → %d (experimental %t) server %q, asked at %d", a.IMPU, a.Result, a.Experimental,
+		a.ServerName, a.requestNs())
+}
+
+type nodeEvent struct {
+	TNs    int64  `json:"t_ns"`
+	Kind   string `json:"kind"`
+	IMPU   string `json:"impu"`
+	CallID string `json:"call_id"`
+	UAT    *int   `json:"uat"`
+	Cmd    string `json:"cmd"`
+}
+
+// buildNodes builds the node binaries once for every run of this file (each run would otherwise link them again).
+func buildNodes(ctx SpecContext) string {
+	GinkgoHelper()
+	wd, err := os.Getwd()
+	Expect(err).NotTo(HaveOccurred())
+	repo, err := lab.FindRepo(wd)
+	Expect(err).NotTo(HaveOccurred())
+	dir := GinkgoT().TempDir()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator),
+		"./cmd/dnsd", "./cmd/hss", "./cmd/bac", "./cmd/pcscf", "./cmd/icscf", "./cmd/scscf")
+	cmd.Dir = repo
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	return dir
+}
+
+// runShipped loads scenarios/<name>.yaml, shortens it, runs it with the real report builder and loads what the
+// run recorded, with the run directory <dir>/run.
+func runShipped(ctx SpecContext, name, binDir, dir string) *shippedRun {
+	GinkgoHelper()
+	wd, err := os.Getwd()
+	Expect(err).NotTo(HaveOccurred())
+	repo, err := lab.FindRepo(wd)
+	Expect(err).NotTo(HaveOccurred())
+	file := filepath.Join(repo, "scenarios", name+".yaml")
+	sc, err := scenario.Load(file)
+	Expect(err).NotTo(HaveOccurred())
+	shorten(sc, freeBlock(11))
+
+	r := &shippedRun{dir: filepath.Join(dir, "run"), domain: sc.Topology.Domain}
+	var out strings.Builder
+	build := func(runDir string) (scenario.Metrics, error) {
+		s, err := report.Build(runDir)
+		if err != nil {
+			return nil, err
+		}
+		r.sum = s
+		return s, nil
+	}
+	began := time.Now()
+	r.outcome, err = scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: r.dir, BinDir: binDir,
+		Progress: 4 * time.Second, GracePeriod: 2 * time.Second},
+		scenario.WithOutput(&out),
+		scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		scenario.WithReportBuilder(build))
+	r.output = out.String()
+	GinkgoWriter.Printf("%s (took %s):\n%s\n", name, time.Since(began).Round(time.Second), r.output)
+	Expect(err).NotTo(HaveOccurred(), "%s: %s", name, r.output)
+	Expect(r.sum).NotTo(BeNil())
+	r.load(sc)
+	return r
+}
+
+// load reads the trace, events and records of the run.
+func (r *shippedRun) load(sc *scenario.Scenario) {
+	GinkgoHelper()
+	if len(sc.Faults) > 0 {
+		Expect(sc.Faults).To(HaveLen(1), "the shipped scenarios have one fault each")
+		r.dead = sc.Faults[0].Target
+		for _, e := range readJSONL[labEvent](filepath.Join(r.dir, "events", "lab.jsonl")) {
+			if e.Kind == "fault" && e.Target == r.dead && r.faultNs == 0 {
+				r.faultNs = e.TNs
+			}
+		}
+		Expect(r.faultNs).NotTo(BeZero(), "the lab recorded the fault")
+	}
+
+	// Addresses → node names, from the node configurations.
+	addrs := map[string]string{}
+	cfgs, err := filepath.Glob(filepath.Join(r.dir, "config", "*.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	for _, p := range cfgs {
+		var c struct {
+			Name   string `yaml:"name"`
+			Listen string `yaml:"listen"`
+		}
+		b, err := os.ReadFile(p)
+		Expect(err).NotTo(HaveOccurred())
+		if yaml.Unmarshal(b, &c) == nil && c.Name != "" && c.Listen != "" {
+			addrs[c.Listen] = c.Name
+		}
+	}
+	Expect(addrs).To(HaveKey(sc.Topology.BAC.Address + fmt.Sprint(":", sc.Topology.BAC.Port)))
+	nodeOf := func(addr string) string {
+		if n, ok := addrs[addr]; ok {
+			return n
+		}
+		return "ue"
+	}
+
+	traces, err := filepath.Glob(filepath.Join(r.dir, "trace", "*.jsonl"))
+	Expect(err).NotTo(HaveOccurred())
+	for _, p := range traces {
+		eachLine(p, func(line []byte) {
+			var t struct {
+				TNs   int64  `json:"t_ns"`
+				Node  string `json:"node"`
+				Proto string `json:"proto"`
+				Dir   string `json:"dir"`
+				Src   string `json:"src"`
+				Dst   string `json:"dst"`
+				Data  string `json:"data"`
+			}
+			if json.Unmarshal(line, &t) != nil || t.Proto != "sip" { // a torn last line of a killed node
+				return
+			}
+			data, err := base64.StdEncoding.DecodeString(t.Data)
+			if err != nil || !strings.HasPrefix(string(data), "INVITE ") {
+				return
+			}
+			m, err := sip.ParseMessage(data)
+			Expect(err).NotTo(HaveOccurred(), "%s: %s", p, data)
+			req, ok := m.(*sip.Request)
+			Expect(ok).To(BeTrue())
+			h := sipHop{TNs: t.TNs, Dir: t.Dir, CallID: req.CallID().Value()}
+			if t.Dir == "out" {
+				h.From, h.To = t.Node, nodeOf(t.Dst)
+			} else {
+				h.From, h.To = nodeOf(t.Src), t.Node
+			}
+			for _, rh := range req.GetHeaders("Route") {
+				route, ok := rh.(*sip.RouteHeader)
+				Expect(ok).To(BeTrue(), "Route %s", rh.Value())
+				h.Routes = append(h.Routes, route.Address)
+			}
+			r.invites = append(r.invites, h)
+		})
+	}
+	Expect(r.invites).NotTo(BeEmpty())
+	slices.SortStableFunc(r.invites, func(a, b sipHop) int { return cmp.Compare(a.TNs, b.TNs) })
+
+	r.events = map[string][]nodeEvent{}
+	evs, err := filepath.Glob(filepath.Join(r.dir, "events", "*.jsonl"))
+	Expect(err).NotTo(HaveOccurred())
+	for _, p := range evs {
+		node := strings.TrimSuffix(filepath.Base(p), ".jsonl")
+		eachLine(p, func(line []byte) {
+			var e nodeEvent
+			if json.Unmarshal(line, &e) != nil {
+				return
+			}
+			if node == "hss" && e.Kind == "cx_answer" {
+				var a cxAnswer
+				Expect(json.Unmarshal(line, &a)).To(Succeed())
+				r.cx = append(r.cx, a)
+			}
+			r.events[node] = append(r.events[node], e)
+		})
+	}
+	Expect(r.cx).NotTo(BeEmpty())
+	slices.SortStableFunc(r.cx, func(a, b cxAnswer) int { return cmp.Compare(a.requestNs(), b.requestNs()) })
+	r.records = readJSONL[ue.Record](filepath.Join(r.dir, "records.jsonl"))
+}
+
+func eachLine(path string, fn func([]byte)) {
+	GinkgoHelper()
+	f, err := os.Open(path)
+	Expect(err).NotTo(HaveOccurred())
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	for sc.Scan() {
+		fn(sc.Bytes())
+	}
+	Expect(sc.Err()).NotTo(HaveOccurred())
+}
+
+// metric reads a KPI of the summary; absent is a failure.
+func (r *shippedRun) metric(path string) float64 {
+	GinkgoHelper()
+	v, ok := r.sum.Lookup(path)
+	Expect(ok).To(BeTrue(), "summary.json has %s", path)
+	return v
+}
+
+// firstCall is the first successful call record of a user in a direction ("mo", "mt") started at or after the
+// fault.
+func (r *shippedRun) firstCall(impu, dir string) ue.Record {
+	GinkgoHelper()
+	var first *ue.Record
+	for i, rec := range r.records {
+		if rec.Type == "call" && rec.Direction == dir && rec.IMPU == impu && rec.Result == "ok" && rec.TNs >= r.faultNs &&
+			(first == nil || rec.TNs < first.TNs) {
+			first = &r.records[i]
+		}
+	}
+	Expect(first).NotTo(BeNil(), "%s has a successful %s call after the fault", impu, dir)
+	return *first
+}
+
+// hops returns the INVITEs of a call from one node (or kind prefix, "pcscf") to another, in time order; "" matches
+// any node. Both the sender's and the receiver's trace lines are returned.
+func (r *shippedRun) hops(callID, from, to string) []sipHop {
+	var out []sipHop
+	for _, h := range r.invites {
+		if h.CallID == callID && strings.HasPrefix(h.From, from) && strings.HasPrefix(h.To, to) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// sent returns the first INVITE of a call sent (trace line "out") from one node to another that satisfies ok.
+func (r *shippedRun) sent(callID, from, to string, ok func(sipHop) bool) (sipHop, bool) {
+	for _, h := range r.hops(callID, from, to) {
+		if h.Dir == "out" && (ok == nil || ok(h)) {
+			return h, true
+		}
+	}
+	return sipHop{}, false
+}
+
+// describe lists a call's INVITE hops for failure messages.
+func (r *shippedRun) describe(callID string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "INVITEs of %s (run dir %s):\n", callID, r.dir)
+	for _, h := range r.hops(callID, "", "") {
+		fmt.Fprintf(&b, "  %d %s %s→%s route %v\n", h.TNs, h.Dir, h.From, h.To, h.Routes)
+	}
+	return b.String()
+}
+
+// cxFor returns the HSS's answers of a command about a user whose request came in [from, to], in time order.
+func (r *shippedRun) cxFor(cmd, impu string, from, to int64) []cxAnswer {
+	var out []cxAnswer
+	for _, a := range r.cx {
+		if a.Cmd == cmd && a.IMPU == impu && a.requestNs() >= from && a.requestNs() <= to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (r *shippedRun) host(node string) string { return node + "." + r.domain }
+
+func isOrigRestore(u sip.Uri) bool {
+	v, _ := u.UriParams.Get("restore")
+	return u.UriParams.Has("orig") && v == "1"
+}
+
+func uatIs(a cxAnswer, uat int) bool { return a.UAT != nil && *a.UAT == uat }
+func satIs(a cxAnswer, sat int) bool { return a.SAT != nil && *a.SAT == sat }
+func cxOK(a cxAnswer) bool           { return a.Result == 2001 && !a.Experimental }
+
+func nodeOfServer(serverName string) string {
+	h := strings.TrimPrefix(serverName, "sip:")
+	name, _, _ := strings.Cut(h, ".")
+	return name
+}
+
+var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordered, func() {
+	var binDir string
+	BeforeAll(func(ctx SpecContext) { binDir = buildNodes(ctx) }, NodeTimeout(5*time.Minute))
+
+	// run runs scenarios/<name>.yaml once for the specs of the enclosing container. Its run directory is removed
+	// afterwards unless a spec failed; then it is kept and named in the report.
+	run := func(name string) func() *shippedRun {
+		var (
+			r      *shippedRun
+			dir    string
+			failed bool
+		)
+		BeforeAll(func(ctx SpecContext) {
+			var err error
+			dir, err = os.MkdirTemp("", "shipped-"+name+"-")
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func() {
+				if !failed {
+					Expect(os.RemoveAll(dir)).To(Succeed())
+				}
+			})
+			r = runShipped(ctx, name, binDir, dir)
+		}, NodeTimeout(4*time.Minute))
+		AfterEach(func() {
+			if CurrentSpecReport().Failed() {
+				failed = true
+				AddReportEntry("run directory (kept)", filepath.Join(dir, "run"))
+			}
+		})
+		return func() *shippedRun { return r }
+	}
+
+	// passesWithTakeover checks a fault scenario's outcome and the takeover KPIs; watcher is the node that must
+	// notice the fault.
+	passesWithTakeover := func(r func() *shippedRun, watcher string) {
+		It("passes its expectations, and the pool took over the affected users' calls", func() {
+			s := r()
+			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), s.output)
+			Expect(s.metric("affected_users")).To(BeNumerically(">", 0))
+			for _, d := range []string{"mo", "mt"} {
+				Expect(s.metric(d+".taken_over_before_reregistration")).To(BeNumerically(">=", 0.99), d)
+				Expect(s.metric(d+".success_ratio_after_detection")).To(BeNumerically(">=", 0.95), d)
+			}
+			Expect(s.metric("time_to_detect_s."+watcher)).To(BeNumerically("<=", 5), "%s noticed %s", watcher, s.dead)
+		})
+	}
+
+	Context("baseline", func() {
+		r := run("baseline")
+		It("passes its expectations, with no failed call and no failed registration", func() {
+			s := r()
+			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), s.output)
+			Expect(s.metric("calls.total")).To(BeNumerically(">", 0))
+			Expect(s.metric("calls.failed")).To(BeZero(), "failed calls by cause: %v", s.sum.Calls.ByCause)
+			Expect(s.metric("registrations.failed")).To(BeZero(), "failed registrations by cause: %v", s.sum.Registrations.ByCause)
+		})
+	})
+
+	Context("pcscf-kill", func() {
+		r := run("pcscf-kill")
+		passesWithTakeover(r, "bac")
+
+		It("P-CSCF failure, originating call (SPEC §4.1): the BAC picks a backup P-CSCF, which sends orig;restore=1 "+
+			"to the I-CSCF; LIR UAT 2; on to an S-CSCF", func() {
+			s := r()
+			Expect(s.sum.AffectedIMPUs).NotTo(BeEmpty())
+			for _, u := range s.sum.AffectedIMPUs {
+				c := s.firstCall(u, "mo")
+				desc := s.describe(c.CallID)
+				toP, ok := s.sent(c.CallID, "bac", "pcscf", func(h sipHop) bool { return h.To != s.dead })
+				Expect(ok).To(BeTrue(), "%s: the BAC sent the INVITE to a P-CSCF other than %s\n%s", u, s.dead, desc)
+				toI, ok := s.sent(c.CallID, toP.To, "icscf", func(h sipHop) bool {
+					return h.TNs >= toP.TNs && len(h.Routes) > 0 && h.Routes[0].Host == s.host("icscf") && isOrigRestore(h.Routes[0])
+				})
+				Expect(ok).To(BeTrue(), "%s: %s sent the INVITE to the I-CSCF with Route <sip:%s;lr;orig;restore=1>\n%s",
+					u, toP.To, s.host("icscf"), desc)
+				toS, ok := s.sent(c.CallID, "icscf", "scscf", func(h sipHop) bool {
+					return h.TNs >= toI.TNs && len(h.Routes) > 0 && h.Routes[0].UriParams.Has("orig")
+				})
+				Expect(ok).To(BeTrue(), "%s: the I-CSCF sent the INVITE on to an S-CSCF\n%s", u, desc)
+				Expect(s.hops(c.CallID, "icscf", toS.To)).To(ContainElement(HaveField("Dir", "in")),
+					"%s: the INVITE reached %s\n%s", u, toS.To, desc)
+				Expect(s.cxFor("LIR", u, toI.TNs, toS.TNs)).To(ContainElement(Satisfy(func(a cxAnswer) bool {
+					return uatIs(a, 2) && cxOK(a)
+				})), "%s: the HSS answered an LIR with UAT 2 with Result-Code 2001 between the P-CSCF's INVITE and the "+
+					"I-CSCF's; cx answers about the user: %v\n%s", u, s.cxFor("LIR", u, s.faultNs, c.TNs+int64(time.Minute)), desc)
+			}
+		})
+
+		It("P-CSCF failure, terminating call (SPEC §4.2): the S-CSCF walks the Path's per-host record to a backup "+
+			"P-CSCF, which passes the INVITE on to the BAC", func() {
+			s := r()
+			Expect(s.sum.AffectedIMPUs).NotTo(BeEmpty())
+			for _, u := range s.sum.AffectedIMPUs {
+				c := s.firstCall(u, "mt")
+				desc := s.describe(c.CallID)
+				toB, ok := s.sent(c.CallID, "scscf", "pcscf", func(h sipHop) bool {
+					return h.To != s.dead && len(h.Routes) > 0 && h.Routes[0].User == "term" && h.Routes[0].Host == s.host(s.dead)
+				})
+				Expect(ok).To(BeTrue(), "%s: an S-CSCF sent the INVITE to a P-CSCF other than %s with Route <sip:term@%s;lr>\n%s",
+					u, s.dead, s.host(s.dead), desc)
+				_, ok = s.sent(c.CallID, toB.To, "bac", func(h sipHop) bool { return h.TNs >= toB.TNs })
+				Expect(ok).To(BeTrue(), "%s: %s passed the INVITE on to the BAC\n%s", u, toB.To, desc)
+			}
+		})
+	})
+
+	Context("pcscf-pause", func() {
+		r := run("pcscf-pause")
+		passesWithTakeover(r, "bac")
+	})
+
+	Context("scscf-kill", func() {
+		r := run("scscf-kill")
+		passesWithTakeover(r, "icscf")
+
+		It("S-CSCF failure, originating call (SPEC §4.5): orig;restore=1 to the I-CSCF, LIR UAT 2, SAR "+
+			"UNREGISTERED_USER from a surviving S-CSCF, which the HSS now names", func() {
+			s := r()
+			Expect(s.sum.AffectedIMPUs).NotTo(BeEmpty())
+			byOwnCall := 0
+			for _, u := range s.sum.AffectedIMPUs {
+				c := s.firstCall(u, "mo")
+				desc := s.describe(c.CallID)
+				toI, ok := s.sent(c.CallID, "pcscf", "icscf", func(h sipHop) bool {
+					return len(h.Routes) > 0 && h.Routes[0].Host == s.host("icscf") && isOrigRestore(h.Routes[0])
+				})
+				Expect(ok).To(BeTrue(), "%s: the P-CSCF sent the INVITE to the I-CSCF with Route <sip:%s;lr;orig;restore=1>\n%s",
+					u, s.host("icscf"), desc)
+				toS, ok := s.sent(c.CallID, "icscf", "scscf", func(h sipHop) bool {
+					return h.TNs >= toI.TNs && h.To != s.dead && len(h.Routes) > 0 && isOrigRestore(h.Routes[0])
+				})
+				Expect(ok).To(BeTrue(), "%s: the I-CSCF sent the INVITE to a surviving S-CSCF with orig;restore=1\n%s", u, desc)
+				Expect(s.cxFor("LIR", u, toI.TNs, toS.TNs)).To(ContainElement(Satisfy(func(a cxAnswer) bool {
+					return uatIs(a, 2) && cxOK(a)
+				})), "%s: LIR with UAT 2 answered 2001 in between\n%s", u, desc)
+				served, ok := s.sent(c.CallID, toS.To, "", func(h sipHop) bool { return h.TNs >= toS.TNs })
+				Expect(ok).To(BeTrue(), "%s: %s served the call\n%s", u, toS.To, desc)
+				sars := s.cxFor("SAR", u, s.faultNs, served.TNs)
+				Expect(sars).NotTo(BeEmpty(), "%s: a SAR after the fault, before %s served the call\n%s", u, toS.To, desc)
+				last := sars[len(sars)-1]
+				Expect(satIs(last, 3) && cxOK(last) && nodeOfServer(last.ServerName) == toS.To).To(BeTrue(),
+					"%s: the HSS's last assignment before the call was served is %s's SAR UNREGISTERED_USER (3), "+
+						"answered 2001; it is %s\n%s", u, toS.To, last, desc)
+				if last.requestNs() >= toI.TNs {
+					byOwnCall++
+				}
+			}
+			Expect(byOwnCall).To(BeNumerically(">", 0), "some affected user was taken over by its own call "+
+				"(the others were taken over by a call they received first)")
+		})
+
+		It("S-CSCF failure, terminating call (SPEC §4.6): LIR, then LIR UAT 2 (I-CSCF reselect), then SAR "+
+			"UNREGISTERED_USER from a surviving S-CSCF", func() {
+			s := r()
+			Expect(s.sum.AffectedIMPUs).NotTo(BeEmpty())
+			byOwnCall := 0
+			for _, u := range s.sum.AffectedIMPUs {
+				c := s.firstCall(u, "mt")
+				desc := s.describe(c.CallID)
+				all := s.hops(c.CallID, "", "")
+				Expect(all).NotTo(BeEmpty(), "%s: the call %s is in the trace", u, c.CallID)
+				began := all[0].TNs
+				toS, ok := s.sent(c.CallID, "icscf", "scscf", func(h sipHop) bool {
+					return h.To != s.dead && (len(h.Routes) == 0 || !h.Routes[0].UriParams.Has("orig"))
+				})
+				Expect(ok).To(BeTrue(), "%s: the I-CSCF sent the terminating INVITE to a surviving S-CSCF\n%s", u, desc)
+				lirs := s.cxFor("LIR", u, began, toS.TNs)
+				Expect(lirs).NotTo(BeEmpty(), "%s: LIR for the callee\n%s", u, desc)
+				Expect((lirs[0].UAT == nil || *lirs[0].UAT == 0) && cxOK(lirs[0])).To(BeTrue(),
+					"%s: the first LIR has no UAT (or 0) and is answered 2001: %s\n%s", u, lirs[0], desc)
+				priorSAR := slices.ContainsFunc(s.cxFor("SAR", u, s.faultNs, began), func(a cxAnswer) bool {
+					return satIs(a, 3) && cxOK(a)
+				})
+				i := slices.IndexFunc(lirs, func(a cxAnswer) bool { return uatIs(a, 2) })
+				if priorSAR {
+					// Taken over earlier by a call the user placed: the HSS names the new S-CSCF at once.
+					Expect(i).To(Equal(-1), "%s: already taken over, no reselection: %v\n%s", u, lirs, desc)
+					Expect(nodeOfServer(lirs[0].ServerName)).To(Equal(toS.To), "%s: the LIA names %s\n%s", u, toS.To, desc)
+					continue
+				}
+				byOwnCall++
+				Expect(i).To(BeNumerically(">", 0), "%s: an LIR with UAT 2 after the first LIR: %v\n%s", u, lirs, desc)
+				Expect(cxOK(lirs[i])).To(BeTrue(), "%s: %s", u, lirs[i])
+				Expect(s.events["icscf"]).To(ContainElement(SatisfyAll(HaveField("Kind", "reselect"), HaveField("IMPU", u),
+					HaveField("CallID", c.CallID), HaveField("UAT", HaveValue(Equal(2))))),
+					"%s: the I-CSCF recorded the reselection", u)
+				served, ok := s.sent(c.CallID, toS.To, "pcscf", func(h sipHop) bool { return h.TNs >= toS.TNs })
+				Expect(ok).To(BeTrue(), "%s: %s sent the INVITE on to a P-CSCF\n%s", u, toS.To, desc)
+				Expect(s.cxFor("SAR", u, lirs[i].requestNs(), served.TNs)).To(ContainElement(Satisfy(func(a cxAnswer) bool {
+					return satIs(a, 3) && cxOK(a) && nodeOfServer(a.ServerName) == toS.To
+				})), "%s: %s's SAR UNREGISTERED_USER (3) answered 2001 after the LIR UAT 2\n%s", u, toS.To, desc)
+			}
+			Expect(byOwnCall).To(BeNumerically(">", 0), "some affected user was taken over by a call it received "+
+				"(the others were taken over by a call they placed first)")
+		})
+	})
+
+	Context("scscf-restart", func() {
+		r := run("scscf-restart")
+		passesWithTakeover(r, "icscf")
+	})
+})
