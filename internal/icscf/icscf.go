@@ -7,8 +7,10 @@ package icscf
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"log/slog"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/emiago/sipgo/sip"
@@ -99,9 +101,12 @@ func hostOf(serverName string) string {
 }
 
 // candidates is the S-CSCF selection order once the HSS gave capabilities: its preferred names first, then the
-// S-CSCF pool in RFC 2782 order (load sharing), skipping the ones already tried. Every lab S-CSCF offers every
-// capability, so the capability sets only order the choice; they never exclude an S-CSCF.
-func (n *Node) candidates(ctx context.Context, caps *cx.ServerCapabilities, tried map[string]bool) []string {
+// live members of the S-CSCF pool ranked by rendezvous hashing on the user's identity, skipping the ones already
+// tried. The hash shares users evenly over the pool (load sharing) and sends every request of one user to the same
+// survivor: an originating and a terminating request that arrive together for a user whose S-CSCF died are taken
+// over by one S-CSCF, not restored twice. Every lab S-CSCF offers every capability, so the capability sets only
+// order the choice; they never exclude an S-CSCF.
+func (n *Node) candidates(ctx context.Context, caps *cx.ServerCapabilities, tried map[string]bool, user string) []string {
 	var out []string
 	add := func(h string) {
 		if h != "" && !tried[h] && !slices.Contains(out, h) {
@@ -117,10 +122,20 @@ func (n *Node) candidates(ctx context.Context, caps *cx.ServerCapabilities, trie
 	if err != nil {
 		n.log.Warn("resolve scscf pool", "pool", n.cfg.SCSCFPool, "err", err)
 	}
+	sort.SliceStable(ts, func(i, j int) bool { return rendezvous(user, ts[i].Name) > rendezvous(user, ts[j].Name) })
 	for _, t := range ts {
 		add(t.Name)
 	}
 	return out
+}
+
+// rendezvous is the highest-random-weight score of a host for a user.
+func rendezvous(user, host string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(user))
+	h.Write([]byte{0})
+	h.Write([]byte(host))
+	return h.Sum64()
 }
 
 // toSCSCF forwards to one S-CSCF and to it only: the priority-1 target of its per-host record. Failing over to

@@ -60,7 +60,7 @@ func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
 	if uaa.ServerName != "" {
 		order = []string{hostOf(uaa.ServerName)}
 	} else {
-		order = n.candidates(ctx, uaa.ServerCapabilities, tried)
+		order = n.candidates(ctx, uaa.ServerCapabilities, tried, impu)
 	}
 	askedCaps := uaa.ServerName == ""
 	var last sipx.Outcome
@@ -76,7 +76,7 @@ func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
 				return
 			}
 			n.rec.Emit("reselect", map[string]any{"impu": impu, "cmd": "UAR", "uat": 2, "tried": keys(tried), "call_id": sipx.CallID(req)})
-			order = n.candidates(ctx, caps.ServerCapabilities, tried)
+			order = n.candidates(ctx, caps.ServerCapabilities, tried, impu)
 			continue
 		}
 		host := order[0]

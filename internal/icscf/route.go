@@ -74,7 +74,7 @@ func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
 	}
 	askedCaps := restore
 	if lia.ServerName == "" || restore {
-		order = append(order, n.candidates(ctx, lia.ServerCapabilities, tried)...)
+		order = append(order, n.candidates(ctx, lia.ServerCapabilities, tried, impu)...)
 	}
 	var last sipx.Outcome
 	for {
@@ -89,7 +89,7 @@ func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
 				return
 			}
 			n.rec.Emit("reselect", map[string]any{"impu": impu, "cmd": "LIR", "uat": 2, "tried": keys(tried), "call_id": sipx.CallID(req)})
-			order = n.candidates(ctx, caps.ServerCapabilities, tried)
+			order = n.candidates(ctx, caps.ServerCapabilities, tried, impu)
 			if !hasParam(flags, sipx.ParamRestore+"=1") {
 				flags = append(flags, sipx.ParamRestore+"=1") // tell the new S-CSCF it is taking over
 			}
