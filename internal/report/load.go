@@ -142,18 +142,25 @@ func loadRun(dir string) (*run, error) {
 		return nil, err
 	}
 	// Calls the phones abandoned because the run was ending ("aborted") say nothing about the system under
-	// test: they are left out of every KPI and counted in a warning.
-	kept, aborted := r.records[:0], 0
+	// test: every record of such a call (the caller's, and the callee's answer to the CANCEL or the BYE) is left
+	// out of every KPI and counted in a warning.
+	cut := map[string]bool{}
 	for _, rec := range r.records {
 		if rec.Type == "call" && rec.Result == "aborted" {
-			aborted++
+			cut[rec.CallID] = true
+		}
+	}
+	kept, dropped := r.records[:0], 0
+	for _, rec := range r.records {
+		if rec.Type == "call" && cut[rec.CallID] {
+			dropped++
 			continue
 		}
 		kept = append(kept, rec)
 	}
 	r.records = kept
-	if aborted > 0 {
-		r.warnings = append(r.warnings, fmt.Sprintf("%d call records left out: still in progress when the run ended (result aborted)", aborted))
+	if dropped > 0 {
+		r.warnings = append(r.warnings, fmt.Sprintf("%d call records of %d calls left out: still in progress when the run ended (result aborted)", dropped, len(cut)))
 	}
 	sort.SliceStable(r.records, func(i, j int) bool { return r.records[i].TNs < r.records[j].TNs })
 	sort.SliceStable(r.events, func(i, j int) bool { return r.events[i].TNs < r.events[j].TNs })

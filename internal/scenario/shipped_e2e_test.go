@@ -25,10 +25,10 @@ import (
 	"github.com/imslab/quasipool/internal/ue"
 )
 
-// The shipped scenarios (scenarios/*.yaml), shortened for CI: the same topology, faults and expectations, compressed
-// in time. Traffic is denser than in the files so that every affected user still calls and is called in the
-// shorter window after the fault; 30 phones (as in the files) give the S-CSCF faults enough affected users that
-// some are taken over by a call they place and some by a call they receive.
+// The shipped scenarios (scenarios/*.yaml), shortened for CI: the same topology, traffic, faults and expectations,
+// compressed in time. The fault scenarios' probe traffic (every phone calls the next one every probe interval)
+// already has every affected user call and be called right after the fault, so it is kept; the baseline's random
+// calls are made denser so the short run still places a few hundred.
 const (
 	ciDuration = 24 * time.Second
 	ciPhones   = 30
@@ -37,17 +37,22 @@ const (
 )
 
 // shorten compresses a shipped scenario to ciDuration: fault offsets and durations scale with the run (a fault at
-// 20 s of 60 s moves to 8 s of 24 s), the phones and the call rate become the CI ones and the lab moves to a free
-// block of 11 ports. Expectations are kept; the only threshold that depends on the amount of traffic, the
-// baseline's calls.total, scales with the number of calls offered.
+// 20 s of 60 s moves to 8 s of 24 s), random traffic becomes the CI one and the lab moves to a free block of 11
+// ports. Expectations are kept; the only threshold that depends on the amount of traffic, the baseline's
+// calls.total, scales with the number of calls offered.
 func shorten(sc *scenario.Scenario, base int) {
 	GinkgoHelper()
 	f := float64(ciDuration) / float64(sc.Duration)
-	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * f).Round(100 * time.Millisecond) }
+	scale := func(d time.Duration) time.Duration {
+		return time.Duration(float64(d) * f).Round(100 * time.Millisecond)
+	}
 	for i := range sc.Faults {
 		sc.Faults[i].At, sc.Faults[i].For = scale(sc.Faults[i].At), scale(sc.Faults[i].For)
 	}
-	offered := ciCallRate * ciDuration.Seconds() / (sc.Traffic.CallRate * sc.Duration.Seconds())
+	offered := ciDuration.Seconds() / sc.Duration.Seconds()
+	if sc.Traffic.ProbeInterval == 0 {
+		offered *= ciCallRate / sc.Traffic.CallRate
+	}
 	for i, e := range sc.Expectations {
 		if e.Metric == "calls.total" && e.Value != nil {
 			v := *e.Value * offered
@@ -55,7 +60,10 @@ func shorten(sc *scenario.Scenario, base int) {
 		}
 	}
 	sc.Duration = ciDuration
-	sc.Traffic.Phones, sc.Traffic.CallRate, sc.Traffic.Hold = ciPhones, ciCallRate, ciHold
+	if sc.Traffic.ProbeInterval == 0 {
+		// Random calls only (baseline): denser, so the short run still places a few hundred.
+		sc.Traffic.Phones, sc.Traffic.CallRate, sc.Traffic.Hold = ciPhones, ciCallRate, ciHold
+	} // with probe traffic every phone already calls and is called every probe interval: kept as it is
 
 	t := &sc.Topology
 	t.DNS.Listen = fmt.Sprintf("127.0.0.1:%d", base)
@@ -84,11 +92,11 @@ type shippedRun struct {
 	records []ue.Record
 }
 
-// sipHop is an INVITE request seen in the trace, from one node to another (phones are "ue").
+// sipHop is an INVITE request sent from one node to another (phones are "ue"), as the trace recorded it.
 type sipHop struct {
-	TNs      int64
+	TNs      int64 // the earliest trace line of it
 	From, To string
-	Dir      string // the trace line's: out (recorded by From) or in (recorded by To)
+	Received bool // the receiver recorded it
 	CallID   string
 	Routes   []sip.Uri
 }
@@ -107,6 +115,10 @@ type cxAnswer struct {
 	LatencyUs    int64  `json:"latency_us"`
 }
 
+// skew absorbs the difference between the HSS's event times and the SIP nodes' trace times (different processes,
+// each stamping after its own socket call or answer on a loaded machine): comparisons of the two allow it.
+const skew = int64(20 * time.Millisecond)
+
 // requestNs is when the HSS received the request: the event is written after the answer was sent, so it can come
 // after what the asking node did with the answer; the request cannot.
 func (a cxAnswer) requestNs() int64 { return a.TNs - a.LatencyUs*1000 }
@@ -124,12 +136,13 @@ func (a cxAnswer) String() string {
 }
 
 type nodeEvent struct {
-	TNs    int64  `json:"t_ns"`
-	Kind   string `json:"kind"`
-	IMPU   string `json:"impu"`
-	CallID string `json:"call_id"`
-	UAT    *int   `json:"uat"`
-	Cmd    string `json:"cmd"`
+	Tried  []string `json:"tried"`
+	TNs    int64    `json:"t_ns"`
+	Kind   string   `json:"kind"`
+	IMPU   string   `json:"impu"`
+	CallID string   `json:"call_id"`
+	UAT    *int     `json:"uat"`
+	Cmd    string   `json:"cmd"`
 }
 
 // buildNodes builds the node binaries once for every run of this file (each run would otherwise link them again).
@@ -214,7 +227,7 @@ func (r *shippedRun) load(sc *scenario.Scenario) {
 			addrs[c.Listen] = c.Name
 		}
 	}
-	Expect(addrs).To(HaveKey(sc.Topology.BAC.Address + fmt.Sprint(":", sc.Topology.BAC.Port)))
+	Expect(addrs).To(ContainElement("bac"))
 	nodeOf := func(addr string) string {
 		if n, ok := addrs[addr]; ok {
 			return n
@@ -222,6 +235,10 @@ func (r *shippedRun) load(sc *scenario.Scenario) {
 		return "ue"
 	}
 
+	// One hop per INVITE sent (retransmissions are one), recorded by its sender ("out"), its receiver ("in") or
+	// both. Each line is stamped after the socket call returned, so the receiver's line can come before the
+	// sender's; the earlier of the two keeps cause before effect.
+	seen := map[string]int{}
 	traces, err := filepath.Glob(filepath.Join(r.dir, "trace", "*.jsonl"))
 	Expect(err).NotTo(HaveOccurred())
 	for _, p := range traces {
@@ -242,21 +259,29 @@ func (r *shippedRun) load(sc *scenario.Scenario) {
 			if err != nil || !strings.HasPrefix(string(data), "INVITE ") {
 				return
 			}
+			h := sipHop{TNs: t.TNs}
+			if t.Dir == "out" {
+				h.From, h.To = t.Node, nodeOf(t.Dst)
+			} else {
+				h.From, h.To, h.Received = nodeOf(t.Src), t.Node, true
+			}
+			key := h.From + " " + h.To + " " + t.Data
+			if i, ok := seen[key]; ok {
+				r.invites[i].TNs = min(r.invites[i].TNs, h.TNs)
+				r.invites[i].Received = r.invites[i].Received || h.Received
+				return
+			}
 			m, err := sip.ParseMessage(data)
 			Expect(err).NotTo(HaveOccurred(), "%s: %s", p, data)
 			req, ok := m.(*sip.Request)
 			Expect(ok).To(BeTrue())
-			h := sipHop{TNs: t.TNs, Dir: t.Dir, CallID: req.CallID().Value()}
-			if t.Dir == "out" {
-				h.From, h.To = t.Node, nodeOf(t.Dst)
-			} else {
-				h.From, h.To = nodeOf(t.Src), t.Node
-			}
+			h.CallID = req.CallID().Value()
 			for _, rh := range req.GetHeaders("Route") {
 				route, ok := rh.(*sip.RouteHeader)
 				Expect(ok).To(BeTrue(), "Route %s", rh.Value())
 				h.Routes = append(h.Routes, route.Address)
 			}
+			seen[key] = len(r.invites)
 			r.invites = append(r.invites, h)
 		})
 	}
@@ -323,7 +348,7 @@ func (r *shippedRun) firstCall(impu, dir string) ue.Record {
 }
 
 // hops returns the INVITEs of a call from one node (or kind prefix, "pcscf") to another, in time order; "" matches
-// any node. Both the sender's and the receiver's trace lines are returned.
+// any node.
 func (r *shippedRun) hops(callID, from, to string) []sipHop {
 	var out []sipHop
 	for _, h := range r.invites {
@@ -334,10 +359,10 @@ func (r *shippedRun) hops(callID, from, to string) []sipHop {
 	return out
 }
 
-// sent returns the first INVITE of a call sent (trace line "out") from one node to another that satisfies ok.
+// sent returns the first INVITE of a call sent from one node to another that satisfies ok.
 func (r *shippedRun) sent(callID, from, to string, ok func(sipHop) bool) (sipHop, bool) {
 	for _, h := range r.hops(callID, from, to) {
-		if h.Dir == "out" && (ok == nil || ok(h)) {
+		if ok == nil || ok(h) {
 			return h, true
 		}
 	}
@@ -349,7 +374,7 @@ func (r *shippedRun) describe(callID string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "INVITEs of %s (run dir %s):\n", callID, r.dir)
 	for _, h := range r.hops(callID, "", "") {
-		fmt.Fprintf(&b, "  %d %s %s→%s route %v\n", h.TNs, h.Dir, h.From, h.To, h.Routes)
+		fmt.Fprintf(&b, "  %d %s→%s received %t route %v\n", h.TNs, h.From, h.To, h.Received, h.Routes)
 	}
 	return b.String()
 }
@@ -382,7 +407,7 @@ func nodeOfServer(serverName string) string {
 	return name
 }
 
-var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordered, func() {
+var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordered, ContinueOnFailure, func() {
 	var binDir string
 	BeforeAll(func(ctx SpecContext) { binDir = buildNodes(ctx) }, NodeTimeout(5*time.Minute))
 
@@ -415,7 +440,7 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 	}
 
 	// passesWithTakeover checks a fault scenario's outcome and the takeover KPIs; watcher is the node that must
-	// notice the fault.
+	// notice the fault ("" for a fault too short to be noticed).
 	passesWithTakeover := func(r func() *shippedRun, watcher string) {
 		It("passes its expectations, and the pool took over the affected users' calls", func() {
 			s := r()
@@ -425,7 +450,9 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 				Expect(s.metric(d+".taken_over_before_reregistration")).To(BeNumerically(">=", 0.99), d)
 				Expect(s.metric(d+".success_ratio_after_detection")).To(BeNumerically(">=", 0.95), d)
 			}
-			Expect(s.metric("time_to_detect_s."+watcher)).To(BeNumerically("<=", 5), "%s noticed %s", watcher, s.dead)
+			if watcher != "" {
+				Expect(s.metric("time_to_detect_s."+watcher)).To(BeNumerically("<=", 5), "%s noticed %s", watcher, s.dead)
+			}
 		})
 	}
 
@@ -462,9 +489,8 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 					return h.TNs >= toI.TNs && len(h.Routes) > 0 && h.Routes[0].UriParams.Has("orig")
 				})
 				Expect(ok).To(BeTrue(), "%s: the I-CSCF sent the INVITE on to an S-CSCF\n%s", u, desc)
-				Expect(s.hops(c.CallID, "icscf", toS.To)).To(ContainElement(HaveField("Dir", "in")),
-					"%s: the INVITE reached %s\n%s", u, toS.To, desc)
-				Expect(s.cxFor("LIR", u, toI.TNs, toS.TNs)).To(ContainElement(Satisfy(func(a cxAnswer) bool {
+				Expect(toS.Received).To(BeTrue(), "%s: the INVITE reached %s\n%s", u, toS.To, desc)
+				Expect(s.cxFor("LIR", u, toI.TNs-skew, toS.TNs+skew)).To(ContainElement(Satisfy(func(a cxAnswer) bool {
 					return uatIs(a, 2) && cxOK(a)
 				})), "%s: the HSS answered an LIR with UAT 2 with Result-Code 2001 between the P-CSCF's INVITE and the "+
 					"I-CSCF's; cx answers about the user: %v\n%s", u, s.cxFor("LIR", u, s.faultNs, c.TNs+int64(time.Minute)), desc)
@@ -515,12 +541,12 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 					return h.TNs >= toI.TNs && h.To != s.dead && len(h.Routes) > 0 && isOrigRestore(h.Routes[0])
 				})
 				Expect(ok).To(BeTrue(), "%s: the I-CSCF sent the INVITE to a surviving S-CSCF with orig;restore=1\n%s", u, desc)
-				Expect(s.cxFor("LIR", u, toI.TNs, toS.TNs)).To(ContainElement(Satisfy(func(a cxAnswer) bool {
+				Expect(s.cxFor("LIR", u, toI.TNs-skew, toS.TNs+skew)).To(ContainElement(Satisfy(func(a cxAnswer) bool {
 					return uatIs(a, 2) && cxOK(a)
 				})), "%s: LIR with UAT 2 answered 2001 in between\n%s", u, desc)
 				served, ok := s.sent(c.CallID, toS.To, "", func(h sipHop) bool { return h.TNs >= toS.TNs })
 				Expect(ok).To(BeTrue(), "%s: %s served the call\n%s", u, toS.To, desc)
-				sars := s.cxFor("SAR", u, s.faultNs, served.TNs)
+				sars := s.cxFor("SAR", u, s.faultNs, served.TNs+skew)
 				Expect(sars).NotTo(BeEmpty(), "%s: a SAR after the fault, before %s served the call\n%s", u, toS.To, desc)
 				last := sars[len(sars)-1]
 				Expect(satIs(last, 3) && cxOK(last) && nodeOfServer(last.ServerName) == toS.To).To(BeTrue(),
@@ -534,54 +560,77 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 				"(the others were taken over by a call they received first)")
 		})
 
-		It("S-CSCF failure, terminating call (SPEC §4.6): LIR, then LIR UAT 2 (I-CSCF reselect), then SAR "+
-			"UNREGISTERED_USER from a surviving S-CSCF", func() {
+		// Which calls reselect is not up to the test (a user taken over by a call it placed first is found at its
+		// new S-CSCF at once), and the HSS's Cx events carry no Call-ID: the calls checked are the first successful
+		// terminating call of each affected user for which the I-CSCF recorded a reselection, and the Cx answers
+		// are matched by user and by time within the call's terminating leg.
+		It("S-CSCF failure, terminating call (SPEC §4.6): LIR naming the dead S-CSCF, then LIR UAT 2 (I-CSCF "+
+			"reselect), then SAR UNREGISTERED_USER from a surviving S-CSCF", func() {
 			s := r()
 			Expect(s.sum.AffectedIMPUs).NotTo(BeEmpty())
-			byOwnCall := 0
-			for _, u := range s.sum.AffectedIMPUs {
-				c := s.firstCall(u, "mt")
-				desc := s.describe(c.CallID)
-				all := s.hops(c.CallID, "", "")
-				Expect(all).NotTo(BeEmpty(), "%s: the call %s is in the trace", u, c.CallID)
-				began := all[0].TNs
-				toS, ok := s.sent(c.CallID, "icscf", "scscf", func(h sipHop) bool {
-					return h.To != s.dead && (len(h.Routes) == 0 || !h.Routes[0].UriParams.Has("orig"))
+			ok := func(u, callID string) bool {
+				return slices.ContainsFunc(s.records, func(rec ue.Record) bool {
+					return rec.Type == "call" && rec.Direction == "mt" && rec.IMPU == u && rec.CallID == callID && rec.Result == "ok"
 				})
-				Expect(ok).To(BeTrue(), "%s: the I-CSCF sent the terminating INVITE to a surviving S-CSCF\n%s", u, desc)
-				lirs := s.cxFor("LIR", u, began, toS.TNs)
-				Expect(lirs).NotTo(BeEmpty(), "%s: LIR for the callee\n%s", u, desc)
-				Expect((lirs[0].UAT == nil || *lirs[0].UAT == 0) && cxOK(lirs[0])).To(BeTrue(),
-					"%s: the first LIR has no UAT (or 0) and is answered 2001: %s\n%s", u, lirs[0], desc)
-				priorSAR := slices.ContainsFunc(s.cxFor("SAR", u, s.faultNs, began), func(a cxAnswer) bool {
-					return satIs(a, 3) && cxOK(a)
-				})
-				i := slices.IndexFunc(lirs, func(a cxAnswer) bool { return uatIs(a, 2) })
-				if priorSAR {
-					// Taken over earlier by a call the user placed: the HSS names the new S-CSCF at once.
-					Expect(i).To(Equal(-1), "%s: already taken over, no reselection: %v\n%s", u, lirs, desc)
-					Expect(nodeOfServer(lirs[0].ServerName)).To(Equal(toS.To), "%s: the LIA names %s\n%s", u, toS.To, desc)
-					continue
-				}
-				byOwnCall++
-				Expect(i).To(BeNumerically(">", 0), "%s: an LIR with UAT 2 after the first LIR: %v\n%s", u, lirs, desc)
-				Expect(cxOK(lirs[i])).To(BeTrue(), "%s: %s", u, lirs[i])
-				Expect(s.events["icscf"]).To(ContainElement(SatisfyAll(HaveField("Kind", "reselect"), HaveField("IMPU", u),
-					HaveField("CallID", c.CallID), HaveField("UAT", HaveValue(Equal(2))))),
-					"%s: the I-CSCF recorded the reselection", u)
-				served, ok := s.sent(c.CallID, toS.To, "pcscf", func(h sipHop) bool { return h.TNs >= toS.TNs })
-				Expect(ok).To(BeTrue(), "%s: %s sent the INVITE on to a P-CSCF\n%s", u, toS.To, desc)
-				Expect(s.cxFor("SAR", u, lirs[i].requestNs(), served.TNs)).To(ContainElement(Satisfy(func(a cxAnswer) bool {
-					return satIs(a, 3) && cxOK(a) && nodeOfServer(a.ServerName) == toS.To
-				})), "%s: %s's SAR UNREGISTERED_USER (3) answered 2001 after the LIR UAT 2\n%s", u, toS.To, desc)
 			}
-			Expect(byOwnCall).To(BeNumerically(">", 0), "some affected user was taken over by a call it received "+
-				"(the others were taken over by a call they placed first)")
+			checked, byThisCall := 0, 0
+			for _, u := range s.sum.AffectedIMPUs {
+				var sel *nodeEvent
+				for i, e := range s.events["icscf"] {
+					if e.Kind == "reselect" && e.Cmd == "LIR" && e.IMPU == u && e.TNs >= s.faultNs && ok(u, e.CallID) {
+						sel = &s.events["icscf"][i]
+						break
+					}
+				}
+				if sel == nil {
+					continue // taken over by a call it placed before any call to it needed a new S-CSCF
+				}
+				checked++
+				c := sel.CallID
+				desc := s.describe(c)
+				Expect(sel.UAT).To(HaveValue(Equal(2)), "%s: reselect by LIR UAT 2", u)
+				Expect(sel.Tried).To(ContainElement(s.host(s.dead)), "%s: the I-CSCF reselected because %s failed", u, s.dead)
+				toS, found := s.sent(c, "icscf", "scscf", func(h sipHop) bool {
+					return h.To != s.dead && h.TNs >= sel.TNs && (len(h.Routes) == 0 || !h.Routes[0].UriParams.Has("orig"))
+				})
+				Expect(found).To(BeTrue(), "%s: after the reselection the I-CSCF sent the INVITE to a surviving S-CSCF\n%s", u, desc)
+				var began int64 // the terminating leg: the caller's S-CSCF hands the INVITE to the I-CSCF
+				for _, h := range s.hops(c, "scscf", "icscf") {
+					if h.TNs <= sel.TNs {
+						began = h.TNs
+					}
+				}
+				Expect(began).NotTo(BeZero(), "%s: the caller's S-CSCF sent the INVITE to the I-CSCF\n%s", u, desc)
+				lirs := s.cxFor("LIR", u, began-skew, sel.TNs+skew)
+				first := slices.IndexFunc(lirs, func(a cxAnswer) bool {
+					return (a.UAT == nil || *a.UAT == 0) && cxOK(a) && nodeOfServer(a.ServerName) == s.dead
+				})
+				Expect(first).To(BeNumerically(">=", 0), "%s: an LIR without UAT naming %s, answered 2001: %v\n%s",
+					u, s.dead, lirs, desc)
+				Expect(lirs[first+1:]).To(ContainElement(Satisfy(func(a cxAnswer) bool { return uatIs(a, 2) && cxOK(a) })),
+					"%s: then an LIR with UAT 2 answered 2001: %v\n%s", u, lirs, desc)
+				served, found := s.sent(c, toS.To, "pcscf", func(h sipHop) bool { return h.TNs >= toS.TNs })
+				Expect(found).To(BeTrue(), "%s: %s sent the INVITE on to a P-CSCF\n%s", u, toS.To, desc)
+				sars := s.cxFor("SAR", u, s.faultNs, served.TNs+skew)
+				Expect(sars).NotTo(BeEmpty(), "%s: a SAR after the fault, before %s served the call\n%s", u, toS.To, desc)
+				last := sars[len(sars)-1]
+				Expect(satIs(last, 3) && cxOK(last) && nodeOfServer(last.ServerName) == toS.To).To(BeTrue(),
+					"%s: the HSS's last assignment before the call was served is %s's SAR UNREGISTERED_USER (3), "+
+						"answered 2001; it is %s\n%s", u, toS.To, last, desc)
+				if last.requestNs() >= sel.TNs {
+					byThisCall++
+				}
+			}
+			Expect(checked).To(BeNumerically(">", 0), "some affected user's call was reselected by the I-CSCF")
+			Expect(byThisCall).To(BeNumerically(">", 0), "some affected user was taken over by the S-CSCF the "+
+				"reselection chose (SAR within the call)")
 		})
 	})
 
 	Context("scscf-restart", func() {
 		r := run("scscf-restart")
-		passesWithTakeover(r, "icscf")
+		// scscf1 is back within about a second, before two probes fail: no node reports it down
+		// (time_to_detect_s is empty), and the takeover paths are what is checked.
+		passesWithTakeover(r, "")
 	})
 })
