@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -15,36 +13,16 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/imslab/quasipool/internal/lab"
+	"github.com/imslab/quasipool/internal/testutil"
 	"github.com/imslab/quasipool/internal/topology"
 )
 
-// freeBlock returns the first of n consecutive ports that are free on 127.0.0.1 for UDP and TCP.
+// freeBlock returns the first of n consecutive free ports (testutil.FreeBlock).
 func freeBlock(n int) int {
 	GinkgoHelper()
-	for try := 0; try < 200; try++ {
-		base := 20000 + rand.IntN(40000)
-		ok := true
-		for p := base; p < base+n && ok; p++ {
-			addr := fmt.Sprintf("127.0.0.1:%d", p)
-			u, err := net.ListenPacket("udp", addr)
-			if err != nil {
-				ok = false
-				break
-			}
-			t, err := net.Listen("tcp", addr)
-			u.Close()
-			if err != nil {
-				ok = false
-				break
-			}
-			t.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	Fail("no block of free ports")
-	return 0
+	base, err := testutil.FreeBlock(n)
+	Expect(err).NotTo(HaveOccurred())
+	return base
 }
 
 // testTopology is the default lab shape (pools of 2) on a free block of ports.

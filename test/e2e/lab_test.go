@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
 
+	"github.com/imslab/quasipool/internal/testutil"
 	"github.com/imslab/quasipool/internal/topology"
 )
 
@@ -33,8 +34,10 @@ log: {format: text, level: info}
 `, base, base+1, base+2, base+10, base+20, base+11, base+21)
 }
 
-// lab is a topology run as real processes.
+// lab is a topology run as real processes on a free block of ports: dns base, hss diameter/http base+1/+2,
+// bac base+10, pcscfK base+10+K, icscf base+20, scscfK base+20+K; base+24… are free for test clients.
 type lab struct {
+	base  int
 	dir   string
 	topo  *topology.Topology
 	procs map[string]*gexec.Session
@@ -88,8 +91,16 @@ func (l *lab) logTail(name string) string {
 	return strings.Join(lines, "\n")
 }
 
+func (l *lab) port(off int) string { return fmt.Sprintf("127.0.0.1:%d", l.base+off) }
+func (l *lab) dns() string         { return l.port(0) }
+func (l *lab) hssHTTP() string     { return l.port(2) }
+func (l *lab) bac() string         { return l.port(10) }
+func (l *lab) icscf() string       { return l.port(20) }
+
 // startLab runs every node of the topology; the lab is stopped when the spec ends.
-func startLab(base int) *lab {
+func startLab() *lab {
+	base, err := testutil.FreeBlock(30)
+	Expect(err).NotTo(HaveOccurred())
 	dir := GinkgoT().TempDir()
 	topo, err := topology.Parse([]byte(testTopology(base)))
 	Expect(err).NotTo(HaveOccurred())
@@ -98,7 +109,7 @@ func startLab(base int) *lab {
 	}
 	Expect(topo.WriteFile(filepath.Join(dir, "topology.yaml"))).To(Succeed())
 	Expect(topo.WriteNodeConfigs(filepath.Join(dir, "config"), topology.InRunDir(dir))).To(Succeed())
-	l := &lab{dir: dir, topo: topo, procs: map[string]*gexec.Session{}}
+	l := &lab{base: base, dir: dir, topo: topo, procs: map[string]*gexec.Session{}}
 	DeferCleanup(func() {
 		if CurrentSpecReport().Failed() {
 			for name := range l.procs {

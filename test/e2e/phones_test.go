@@ -39,12 +39,13 @@ func startPhones(dnsAddr string, from, count int, ring time.Duration, expires in
 var _ = Describe("Calls between simulated phones", Label("e2e"), Ordered, func() {
 	var (
 		phones, slow *ue.UE
-		hssHTTP      = "127.0.0.1:23002"
+		hssHTTP      string
 	)
 	BeforeAll(func() {
-		startLab(23000)
-		phones = startPhones("127.0.0.1:23000", 1, 4, 100*time.Millisecond, 0)
-		slow = startPhones("127.0.0.1:23000", 20, 1, 30*time.Second, 0) // user0020 never answers in time
+		l := startLab()
+		hssHTTP = l.hssHTTP()
+		phones = startPhones(l.dns(), 1, 4, 100*time.Millisecond, 0)
+		slow = startPhones(l.dns(), 20, 1, 30*time.Second, 0) // user0020 never answers in time
 	})
 
 	ctxFor := func(sctx context.Context) context.Context {

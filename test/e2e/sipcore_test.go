@@ -62,9 +62,9 @@ func registrationState(httpAt, impi string) map[string]any { return registration
 var _ = Describe("SIP core", Label("e2e"), Ordered, func() {
 	var (
 		l   *lab
-		bac = "127.0.0.1:21010"
+		bac string
 	)
-	BeforeAll(func() { l = startLab(21000); _ = l })
+	BeforeAll(func() { l = startLab(); bac = l.bac() })
 
 	It("registers a phone through BAC, P-CSCF, I-CSCF and S-CSCF with SIP Digest", SpecTimeout(60*time.Second), func(sctx SpecContext) {
 		p := newRawPhone()
@@ -76,7 +76,7 @@ var _ = Describe("SIP core", Label("e2e"), Ordered, func() {
 		Expect(res.GetHeader("Path").Value()).To(MatchRegexp(`<sip:term@pcscf\d\.ims\.test;lr>`))
 		Expect(res.Contact().Address.Port).NotTo(BeZero(), "the phone gets its own Contact back, not the BAC token")
 
-		reg := registrationState("127.0.0.1:21002", "user0001@ims.test")
+		reg := registrationState(l.hssHTTP(), "user0001@ims.test")
 		Expect(reg).To(HaveKeyWithValue("state", "registered"))
 		Expect(reg["server_name"]).To(MatchRegexp(`sip:scscf\d\.ims\.test`))
 		Expect(reg["restoration"]).To(HaveKeyWithValue("restoration_info", ContainElement(And(
@@ -87,12 +87,12 @@ var _ = Describe("SIP core", Label("e2e"), Ordered, func() {
 		By("re-registering on the same S-CSCF")
 		res = p.register(ctx, bac, "user0001", "pass0001", 300)
 		Expect(res.StatusCode).To(Equal(200))
-		Expect(registrationState("127.0.0.1:21002", "user0001@ims.test")["server_name"]).To(Equal(reg["server_name"]))
+		Expect(registrationState(l.hssHTTP(), "user0001@ims.test")["server_name"]).To(Equal(reg["server_name"]))
 
 		By("de-registering")
 		res = p.register(ctx, bac, "user0001", "pass0001", 0)
 		Expect(res.StatusCode).To(Equal(200))
-		Expect(registrationState("127.0.0.1:21002", "user0001@ims.test")).To(HaveKeyWithValue("state", "not_registered"))
+		Expect(registrationState(l.hssHTTP(), "user0001@ims.test")).To(HaveKeyWithValue("state", "not_registered"))
 	})
 
 	It("challenges a wrong password again, then answers 403", SpecTimeout(60*time.Second), func(sctx SpecContext) {
@@ -105,7 +105,7 @@ var _ = Describe("SIP core", Label("e2e"), Ordered, func() {
 		res, err := p.cli.DoDigestAuth(ctx, req, res, sipgo.DigestAuth{Username: "user0002@ims.test", Password: "wrong"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.StatusCode).To(Equal(403))
-		Expect(registrationState("127.0.0.1:21002", "user0002@ims.test")).To(HaveKeyWithValue("state", "not_registered"))
+		Expect(registrationState(l.hssHTTP(), "user0002@ims.test")).To(HaveKeyWithValue("state", "not_registered"))
 	})
 
 	It("drops garbage, answers a malformed REGISTER with 400, and keeps serving", SpecTimeout(60*time.Second), func(sctx SpecContext) {

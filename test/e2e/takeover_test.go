@@ -61,11 +61,12 @@ var _ = Describe("Quasi-pool takeover", Label("e2e"), Ordered, func() {
 	var (
 		l       *lab
 		phones  *ue.UE
-		hssHTTP = "127.0.0.1:24002"
+		hssHTTP string
 	)
 	BeforeAll(func() {
-		l = startLab(24000)
-		phones = startPhones("127.0.0.1:24000", 1, 6, 50*time.Millisecond, 0)
+		l = startLab()
+		hssHTTP = l.hssHTTP()
+		phones = startPhones(l.dns(), 1, 6, 50*time.Millisecond, 0)
 		for i := 1; i <= 6; i++ {
 			p := phones.Phone(strings.Replace("user000N", "N", string(rune('0'+i)), 1))
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -160,7 +161,7 @@ var _ = Describe("Quasi-pool takeover", Label("e2e"), Ordered, func() {
 			UriParams: sip.HeaderParams{{K: "lr"}, {K: "orig"}, {K: "restore", V: "1"}}}})
 		req.AppendHeader(sip.NewHeader("P-Asserted-Identity", "<sip:user0001@ims.test>"))
 		req.AppendHeader(&sip.ContactHeader{Address: sip.Uri{Scheme: "sip", User: "x", Host: "127.0.0.1", Port: 9}})
-		req.SetDestination("127.0.0.1:24020") // straight to the I-CSCF
+		req.SetDestination(l.icscf()) // straight to the I-CSCF
 		ctx, cancel := context.WithTimeout(sctx, 10*time.Second)
 		defer cancel()
 		res, err := p.cli.Do(ctx, req)
@@ -176,7 +177,7 @@ var _ = Describe("Quasi-pool takeover", Label("e2e"), Ordered, func() {
 		ctx, cancel := context.WithTimeout(sctx, 30*time.Second)
 		defer cancel()
 		start := time.Now()
-		res := p.register(ctx, "127.0.0.1:24010", "user0007", "pass0007", 600)
+		res := p.register(ctx, l.bac(), "user0007", "pass0007", 600)
 		Expect(res.StatusCode).To(BeElementOf(503, 504))
 		Expect(time.Since(start)).To(BeNumerically("<", 15*time.Second))
 		for _, n := range []string{"scscf1", "scscf2", "scscf3"} {
