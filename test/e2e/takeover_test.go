@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -106,48 +108,93 @@ var _ = Describe("Quasi-pool takeover", Label("e2e"), Ordered, func() {
 		mt := call(sctx, "user0002", "user0001")
 		Expect(mt.Result).To(Equal("ok"))
 
+		By("re-registration through a backup P-CSCF (SPEC §4.3)")
+		rctx, cancel := context.WithTimeout(sctx, 30*time.Second)
+		defer cancel()
+		Expect(phones.Phone("user0001").Register(rctx)).To(Succeed())
+		Expect(phones.Phone("user0001").Registration().PCSCF).NotTo(HavePrefix(dead+"."), "the new Path names a survivor")
+		Expect(call(sctx, "user0002", "user0001").Result).To(Equal("ok"))
+
 		By("recovery: the restarted P-CSCF comes back empty and serves again")
 		l.start(dead)
 		Expect(call(sctx, "user0001", "user0003").Result).To(Equal("ok"))
 	})
 
-	It("a survivor S-CSCF takes over with the HSS restoration info (SPEC §4.5, §4.6, §4.4)", SpecTimeout(120*time.Second), func(sctx SpecContext) {
-		before := registrationOf(hssHTTP, "user0004@ims.test")
-		deadHost := strings.TrimPrefix(before["server_name"].(string), "sip:")
-		dead := shortName(deadHost)
-		regCount := phones.Phone("user0004").Registration().Count
+	It("a survivor S-CSCF takes over with the HSS restoration info (SPEC §4.4, §4.5, §4.6)", SpecTimeout(120*time.Second), func(sctx SpecContext) {
+		// Six users on three S-CSCFs: one S-CSCF serves at least two of them. One of those re-registers after the
+		// kill (§4.4); user0004 is then served without re-registering (§4.5, §4.6).
+		byServer := map[string][]string{}
+		for i := 1; i <= 6; i++ {
+			u := fmt.Sprintf("user%04d", i)
+			name := registrationOf(hssHTTP, u+"@ims.test")["server_name"].(string)
+			byServer[name] = append(byServer[name], u)
+		}
+		var deadName string
+		for name, users := range byServer {
+			if len(users) >= 2 && (deadName == "" || slices.Contains(users, "user0004")) {
+				deadName = name
+			}
+		}
+		users := byServer[deadName]
+		caller := users[0]
+		rereg := users[1]
+		if slices.Contains(users, "user0004") {
+			caller = "user0004"
+			rereg = users[0]
+			if rereg == "user0004" {
+				rereg = users[1]
+			}
+		}
+		before := registrationOf(hssHTTP, caller+"@ims.test")
+		dead := shortName(strings.TrimPrefix(deadName, "sip:"))
+		regCount := phones.Phone(caller).Registration().Count
 		l.kill(dead)
 
+		By("re-registration of " + rereg + ": UAR UAT 0 names " + dead + ", which is unreachable; UAR UAT 2 and another S-CSCF (SPEC §4.4)")
+		rctx, rcancel := context.WithTimeout(sctx, 30*time.Second)
+		defer rcancel()
+		Expect(phones.Phone(rereg).Register(rctx)).To(Succeed())
+		reg := registrationOf(hssHTTP, rereg+"@ims.test")
+		Expect(reg["state"]).To(Equal("registered"))
+		Expect(reg["server_name"]).NotTo(Equal(deadName), "the HSS recorded the new S-CSCF")
+		Expect(hasEvent(l.events("hss"), "cx_answer", map[string]any{"cmd": "UAR", "uat": float64(2), "impu": "sip:" + rereg + "@ims.test"})).To(BeTrue())
+		Expect(hasEvent(l.events("icscf"), "reselect", map[string]any{"cmd": "UAR", "impu": "sip:" + rereg + "@ims.test"})).To(BeTrue())
+
 		By("originating: the P-CSCF cannot reach " + dead + ", restore=1 through the I-CSCF, SAR UNREGISTERED_USER on a survivor")
-		mo := call(sctx, "user0004", "user0005")
+		mo := call(sctx, caller, "user0005")
 		Expect(mo.Result).To(Equal("ok"))
-		after := registrationOf(hssHTTP, "user0004@ims.test")
+		after := registrationOf(hssHTTP, caller+"@ims.test")
 		Expect(after["state"]).To(Equal("registered"))
 		Expect(after["server_name"]).NotTo(Equal(before["server_name"]), "the HSS recorded the new S-CSCF")
-		Expect(hasEvent(l.events("hss"), "cx_answer", map[string]any{"cmd": "SAR", "sat": float64(3), "impu": "sip:user0004@ims.test"})).To(BeTrue())
+		Expect(hasEvent(l.events("hss"), "cx_answer", map[string]any{"cmd": "SAR", "sat": float64(3), "impu": "sip:" + caller + "@ims.test"})).To(BeTrue())
 
 		By("terminating: a user still assigned to " + dead + " is reached through LIR UAT 2")
 		var stranded string
-		for _, u := range []string{"user0001", "user0002", "user0003", "user0005", "user0006"} {
+		for i := 1; i <= 6; i++ {
+			u := fmt.Sprintf("user%04d", i)
 			if registrationOf(hssHTTP, u+"@ims.test")["server_name"] == before["server_name"] {
 				stranded = u
 				break
 			}
 		}
-		target := "user0004"
+		target := caller
 		if stranded != "" {
 			target = stranded
 		}
-		mt := call(sctx, "user0006", target)
+		from := "user0006"
+		if target == from {
+			from = "user0005"
+		}
+		mt := call(sctx, from, target)
 		Expect(mt.Result).To(Equal("ok"))
 		Expect(registrationOf(hssHTTP, target+"@ims.test")["server_name"]).NotTo(Equal(before["server_name"]))
-		Expect(phones.Phone("user0004").Registration().Count).To(Equal(regCount), "no re-registration happened")
+		Expect(phones.Phone(caller).Registration().Count).To(Equal(regCount), "no re-registration happened")
 
-		By("re-registration: UAR UAT 0 names the new S-CSCF")
+		By("re-registration after the takeover: UAR UAT 0 names the new S-CSCF")
 		ctx, cancel := context.WithTimeout(sctx, 20*time.Second)
 		defer cancel()
-		Expect(phones.Phone("user0004").Register(ctx)).To(Succeed())
-		Expect(registrationOf(hssHTTP, "user0004@ims.test")["server_name"]).To(Equal(after["server_name"]))
+		Expect(phones.Phone(caller).Register(ctx)).To(Succeed())
+		Expect(registrationOf(hssHTTP, caller+"@ims.test")["server_name"]).To(Equal(after["server_name"]))
 		l.start(dead)
 	})
 
