@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -309,47 +308,7 @@ func annotateLines(err error, doc *yaml.Node) {
 	}
 	for _, e := range errs {
 		if fe, ok := errors.AsType[*FieldError](e); ok && fe.Line == 0 {
-			fe.Line = lineOf(doc, fe.Field)
+			fe.Line = topology.FieldLine(doc, fe.Field)
 		}
 	}
-}
-
-// lineOf returns the line of the YAML node at a field path (a.b[2].c), or of its deepest present ancestor.
-func lineOf(doc *yaml.Node, path string) int {
-	n := doc
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := 0
-	for _, seg := range strings.Split(path, ".") {
-		idx := -1
-		if i := strings.IndexByte(seg, '['); i >= 0 && strings.HasSuffix(seg, "]") {
-			idx, _ = strconv.Atoi(seg[i+1 : len(seg)-1])
-			seg = seg[:i]
-		}
-		key, next := mappingEntry(n, seg)
-		if next == nil {
-			return line
-		}
-		n, line = next, key.Line
-		if idx >= 0 {
-			if n.Kind != yaml.SequenceNode || idx >= len(n.Content) {
-				return line
-			}
-			n, line = n.Content[idx], n.Content[idx].Line
-		}
-	}
-	return line
-}
-
-func mappingEntry(n *yaml.Node, key string) (*yaml.Node, *yaml.Node) {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil, nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i], n.Content[i+1]
-		}
-	}
-	return nil, nil
 }

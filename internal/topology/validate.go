@@ -325,13 +325,28 @@ func annotateLines(err error, doc *yaml.Node) {
 	}
 }
 
-// lineOf returns the line of the YAML node at a field path (a.b[2].c), or of its deepest present ancestor.
+// lineOf returns the line of the YAML node at a field path, or of its deepest present ancestor (the document
+// itself when not even the first key is present).
 func lineOf(doc *yaml.Node, path string) int {
+	if l := FieldLine(doc, path); l != 0 {
+		return l
+	}
 	n := doc
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
 	}
-	line := n.Line
+	return n.Line
+}
+
+// FieldLine returns the line of the YAML node at a field path (a.b[2].c) in a parsed document, or of its deepest
+// present ancestor; 0 when not even the first key is present. Strict YAML loaders use it to put a line number on
+// the errors of their Validate.
+func FieldLine(doc *yaml.Node, path string) int {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
 	for _, seg := range strings.Split(path, ".") {
 		idx := -1
 		if i := strings.IndexByte(seg, '['); i >= 0 && strings.HasSuffix(seg, "]") {
@@ -354,7 +369,7 @@ func lineOf(doc *yaml.Node, path string) int {
 }
 
 func mappingEntry(n *yaml.Node, key string) (k, v *yaml.Node) {
-	if n.Kind != yaml.MappingNode {
+	if n == nil || n.Kind != yaml.MappingNode {
 		return nil, nil
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
