@@ -98,6 +98,33 @@ type Pool struct {
 	Port      int      `yaml:"port,omitempty"`
 	// Weight is the SRV weight of every member, in the pool record and in the per-host records (default 10).
 	Weight int `yaml:"weight"`
+	// Scheme is the pool's protection scheme (default quasi-pool): one of Schemes.
+	Scheme string `yaml:"scheme,omitempty"`
+}
+
+// Protection schemes of a pool (issue 6; docs/schemes.md). The study's Table 1 compares them.
+const (
+	// SchemeQuasiPool: load sharing plus the real-time takeover through the HSS (SPEC §4). The default.
+	SchemeQuasiPool = "quasi-pool"
+	// SchemeLoadSharing: load sharing, no restoration; users recover when they re-register.
+	SchemeLoadSharing = "load-sharing"
+	// SchemeNPlus1: N active members and one cold spare (the last member) that gets traffic only after a failure.
+	SchemeNPlus1 = "n-plus-1"
+	// SchemePoolSync: members replicate registration state to each other; no HSS restoration data.
+	SchemePoolSync = "pool-sync"
+	// SchemeActiveStandby: 1+1, each member has a standby with replicated state.
+	SchemeActiveStandby = "active-standby"
+)
+
+// Schemes lists the protection schemes, the default first.
+var Schemes = []string{SchemeQuasiPool, SchemeLoadSharing, SchemeNPlus1, SchemePoolSync, SchemeActiveStandby}
+
+// SchemeOf returns the pool's scheme, SchemeQuasiPool when unset.
+func (p *Pool) SchemeOf() string {
+	if p.Scheme == "" {
+		return SchemeQuasiPool
+	}
+	return p.Scheme
 }
 
 // Timers are the SIP transaction timers of a node.

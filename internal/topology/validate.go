@@ -187,6 +187,9 @@ func (v *validator) pool(prefix string, p Pool) {
 	default:
 		v.add(prefix+".base_port", "missing (or port, when every member has its own address)")
 	}
+	if p.Scheme != "" && !slices.Contains(Schemes, p.Scheme) {
+		v.add(prefix+".scheme", "%q: must be one of %s", p.Scheme, strings.Join(Schemes, ", "))
+	}
 	if p.Weight < 1 || p.Weight > 65535 {
 		v.add(prefix+".weight", "%d: must be between 1 and 65535 (Go's resolver does not shuffle zero weights)", p.Weight)
 	}
