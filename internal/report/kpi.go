@@ -22,6 +22,11 @@ type analysis struct {
 	s        *Summary
 	affected map[string]*affectedUser
 	firstT0  int64 // first fault's instant (0 = no fault)
+	// firstOK maps a direction ("mo", "mt") to the instant each affected user's first successful call in that
+	// direction after its fault was answered.
+	firstOK map[string]map[string]int64
+	// takenOver maps a direction to the affected users served in it before their next re-registration.
+	takenOver map[string]map[string]bool
 }
 
 func (a *analysis) offset(tNs int64) float64 { return round(float64(tNs-a.s.StartNs) / 1e9) }
@@ -78,6 +83,7 @@ func analyse(r *run) *analysis {
 	a.cx(r)
 	a.calls(r)
 	a.bins(r)
+	a.users()
 	return a
 }
 
@@ -181,6 +187,8 @@ func (a *analysis) findAffected(r *run) {
 }
 
 func (a *analysis) directions(r *run) {
+	a.firstOK = map[string]map[string]int64{}
+	a.takenOver = map[string]map[string]bool{"mo": {}, "mt": {}}
 	a.s.MO = a.direction(r, "mo")
 	a.s.MT = a.direction(r, "mt")
 }
@@ -241,10 +249,12 @@ func (a *analysis) direction(r *run, dir string) Direction {
 		interruptions = append(interruptions, float64(t-u.t0Ns)/1e9)
 		if u.reregNs == 0 || t < u.reregNs {
 			d.AffectedUsersWithSuccess++
+			a.takenOver[dir][impu] = true
 		}
 	}
 	d.TakenOverBeforeReregistration = ratio(d.AffectedUsersWithSuccess, d.UsersAttempted)
 	d.InterruptionS = percentiles(interruptions)
+	a.firstOK[dir] = firstOK
 	return d
 }
 

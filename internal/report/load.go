@@ -78,6 +78,8 @@ type event struct {
 	IMPI         string `json:"impi"`
 	IMPU         string `json:"impu"`
 	ServerName   string `json:"server_name"`
+	// repl_send (state replication between pool members)
+	Bytes int `json:"bytes"`
 }
 
 // traceLine is one line of trace/<node>.jsonl (docs/architecture.md, "Message trace").

@@ -50,6 +50,7 @@ func Build(runDir string) (*Summary, error) {
 		}
 	}
 	s.Pcap.Duplicates = dups
+	a.signalling(r, msgs)
 	ab := newAddressBook(r, msgs)
 
 	if err := os.MkdirAll(filepath.Join(runDir, DirPlots), 0o755); err != nil {
@@ -123,6 +124,12 @@ func Build(runDir string) (*Summary, error) {
 		return nil, err
 	}
 	add(FileCalls)
+	if len(s.Users) > 0 {
+		if err := writeUsers(filepath.Join(runDir, FileUsers), s); err != nil {
+			return nil, err
+		}
+		add(FileUsers)
+	}
 	add(FileMarkdown)
 	add(FileHTML)
 	add(FileSummary)

@@ -34,6 +34,11 @@ type Summary struct {
 	CX           map[string]map[string]int `json:"cx"`
 	CXAfterFault map[string]map[string]int `json:"cx_after_fault,omitempty"`
 
+	// Users: per affected user, its interruption in each direction and its time to the next re-registration
+	// (also users.csv). Signalling: messages per user after the fault (absent without a fault).
+	Users      []UserKPI   `json:"users,omitempty"`
+	Signalling *Signalling `json:"signalling,omitempty"`
+
 	SetupLatencyMs SetupLatency `json:"setup_latency_ms"`
 	Calls          CallCounts   `json:"calls"`
 	Registrations  RegCounts    `json:"registrations"`
