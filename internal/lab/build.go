@@ -63,7 +63,7 @@ func (l *Lab) Prepare() error {
 		if err != nil {
 			return fmt.Errorf("lab: %w", err)
 		}
-		b, err := hssConfigYAML(nc)
+		b, err := HSSConfigYAML(nc)
 		if err != nil {
 			return fmt.Errorf("lab: hss config: %w", err)
 		}
@@ -91,7 +91,8 @@ func hssConfig(nc *topology.NodeConfig) hss.Config {
 	return c
 }
 
-func hssConfigYAML(nc *topology.NodeConfig) ([]byte, error) {
+// HSSConfigYAML is the HSS's configuration file (internal/hss format) for its node configuration.
+func HSSConfigYAML(nc *topology.NodeConfig) ([]byte, error) {
 	b, err := yaml.Marshal(hssConfig(nc))
 	if err != nil {
 		return nil, err

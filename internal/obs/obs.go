@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -86,6 +87,9 @@ func OpenRecorder(path, node string) (*Recorder, error) {
 		return nil, nil
 	case "-":
 		return &Recorder{w: os.Stdout, node: node, now: time.Now}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil { // e.g. a fresh container volume
+		return nil, fmt.Errorf("events file: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

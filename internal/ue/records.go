@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -71,6 +72,9 @@ func openRecords(path string) (*recordWriter, error) {
 		return nil, nil
 	case "-":
 		return &recordWriter{w: os.Stdout}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil { // e.g. a fresh container volume
+		return nil, fmt.Errorf("ue: records file: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

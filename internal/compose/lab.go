@@ -1,0 +1,502 @@
+package compose
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/topology"
+)
+
+// Config configures a compose lab run by a scenario.
+type Config struct {
+	// Topology is the lab (as for the local lab; it is laid out for containers here). Required.
+	Topology *topology.Topology
+	// RunDir receives everything of the run, bind-mounted at /data in every container. Required.
+	RunDir string
+	// RepoDir is the repository root, to build the image when it is missing (or Build is set).
+	RepoDir string
+	// Image is the lab image (default DefaultImage).
+	Image string
+	// Build builds the image even when the engine has it.
+	Build bool
+	// Project is the compose project name (default imslab-<random>): several labs can run side by side.
+	Project string
+	// ReadyTimeout bounds the wait for every service to be healthy (default 90s) and for a restarted one.
+	ReadyTimeout time.Duration
+	// GracePeriod is the wait between SIGTERM and SIGKILL of a graceful stop (default 5s).
+	GracePeriod time.Duration
+	// NoCapture turns off the packet capture of the lab network (<run-dir>/capture.pcap, with dumpcap).
+	NoCapture bool
+}
+
+// Lab is a topology run as containers of one compose project, controlled for fault injection. Its methods
+// are safe for concurrent use; actions on one node are serialised.
+type Lab struct {
+	cfg     Config
+	log     *slog.Logger
+	events  *obs.Recorder
+	engine  *Engine
+	bundle  *Bundle
+	compose string // <run-dir>/compose/docker-compose.yml
+	bridge  string
+
+	mu         sync.Mutex
+	containers map[string]Container
+	ops        map[string]*sync.Mutex
+	capture    *exec.Cmd
+	up         bool
+}
+
+// Option configures optional collaborators.
+type Option func(*Lab)
+
+// WithLogger sets the lab's logger.
+func WithLogger(l *slog.Logger) Option { return func(lb *Lab) { lb.log = l } }
+
+// New prepares a compose lab: run directory, events file, engine client. Nothing is started.
+func New(cfg Config, opts ...Option) (*Lab, error) {
+	if cfg.Topology == nil {
+		return nil, errors.New("compose lab: topology: missing")
+	}
+	if err := cfg.Topology.Validate(); err != nil {
+		return nil, fmt.Errorf("compose lab: %w", err)
+	}
+	if cfg.RunDir == "" {
+		return nil, errors.New("compose lab: run_dir: missing")
+	}
+	if cfg.Image == "" {
+		cfg.Image = DefaultImage
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 90 * time.Second
+	}
+	if cfg.GracePeriod == 0 {
+		cfg.GracePeriod = 5 * time.Second
+	}
+	var err error
+	if cfg.RunDir, err = filepath.Abs(cfg.RunDir); err != nil {
+		return nil, fmt.Errorf("compose lab: %w", err)
+	}
+	id := randomHex(4)
+	if cfg.Project == "" {
+		cfg.Project = "imslab-" + id
+	}
+	for _, d := range []string{"", "compose", "logs", "events", "trace", "data"} {
+		if err := os.MkdirAll(filepath.Join(cfg.RunDir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("compose lab: run dir: %w", err)
+		}
+	}
+	eng, err := NewEngine()
+	if err != nil {
+		return nil, err
+	}
+	rec, err := obs.OpenRecorder(filepath.Join(cfg.RunDir, "events", "lab.jsonl"), "lab")
+	if err != nil {
+		return nil, fmt.Errorf("compose lab: %w", err)
+	}
+	l := &Lab{cfg: cfg, log: slog.Default(), events: rec, engine: eng, bridge: "ims-" + id,
+		compose: filepath.Join(cfg.RunDir, "compose", "docker-compose.yml"), ops: map[string]*sync.Mutex{}}
+	for _, o := range opts {
+		o(l)
+	}
+	return l, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// RunDir returns the run directory (absolute).
+func (l *Lab) RunDir() string { return l.cfg.RunDir }
+
+// Project returns the compose project name.
+func (l *Lab) Project() string { return l.cfg.Project }
+
+// Topology returns the topology as run (laid out for containers); nil before Up.
+func (l *Lab) Topology() *topology.Topology {
+	if l.bundle == nil {
+		return nil
+	}
+	return l.bundle.Topology
+}
+
+// PhoneListen is where phones on the host listen to reach the lab: the host's address on the lab network.
+func (l *Lab) PhoneListen() string {
+	if l.bundle == nil {
+		return ""
+	}
+	return net.JoinHostPort(l.bundle.GatewayAddr(), "0")
+}
+
+// Close closes the lab's events file. Call it after Down.
+func (l *Lab) Close() error { return l.events.Close() }
+
+func (l *Lab) docker(ctx context.Context, args ...string) error {
+	full := append([]string{"compose", "-p", l.cfg.Project, "-f", l.compose}, args...)
+	cmd := exec.CommandContext(ctx, "docker", full...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("docker %s: %w\n%s", strings.Join(full, " "), err, tailLines(string(out), 30))
+	}
+	return nil
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Up makes sure the image exists (building it from RepoDir if not), generates the compose lab into
+// <run-dir>/compose on a free subnet, starts it and waits until every service is healthy, then starts the
+// capture of the lab network.
+func (l *Lab) Up(ctx context.Context) error {
+	if err := l.engine.Ping(ctx); err != nil {
+		return fmt.Errorf("compose lab: %w", err)
+	}
+	ok, err := l.engine.ImageExists(ctx, l.cfg.Image)
+	if err != nil {
+		return fmt.Errorf("compose lab: %w", err)
+	}
+	if !ok || l.cfg.Build {
+		if l.cfg.RepoDir == "" {
+			return fmt.Errorf("compose lab: image %s not found (make lab-image builds it)", l.cfg.Image)
+		}
+		l.log.Info("building the lab image", "image", l.cfg.Image)
+		if err := BuildImage(ctx, l.cfg.RepoDir, l.cfg.Image, l.log); err != nil {
+			return fmt.Errorf("compose lab: %w", err)
+		}
+	}
+	user := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		subnet, err := l.freeSubnet(ctx)
+		if err != nil {
+			return fmt.Errorf("compose lab: %w", err)
+		}
+		b, err := Generate(l.cfg.Topology, Options{Subnet: subnet, Image: l.cfg.Image, ConfigDir: ".",
+			DataDir: l.cfg.RunDir, User: user, Bridge: l.bridge, Source: "the scenario's topology"})
+		if err != nil {
+			return fmt.Errorf("compose lab: %w", err)
+		}
+		dir := filepath.Dir(l.compose)
+		if err := b.Write(l.compose, dir); err != nil {
+			return fmt.Errorf("compose lab: %w", err)
+		}
+		if err := b.Topology.WriteFile(filepath.Join(l.cfg.RunDir, "topology.yaml")); err != nil {
+			return fmt.Errorf("compose lab: %w", err)
+		}
+		l.bundle = b
+		l.events.Emit("lab_up", map[string]any{"run_dir": l.cfg.RunDir, "backend": "compose",
+			"project": l.cfg.Project, "subnet": subnet.String(), "nodes": ServiceNames(b.Topology)})
+		began := time.Now()
+		upCtx, cancel := context.WithTimeout(ctx, l.cfg.ReadyTimeout)
+		lastErr = l.docker(upCtx, "up", "-d", "--wait")
+		cancel()
+		if lastErr == nil {
+			l.log.Info("compose lab up", "project", l.cfg.Project, "subnet", subnet, "took", time.Since(began).Round(time.Millisecond))
+			break
+		}
+		l.mu.Lock()
+		l.up = true // something may have been created: Down removes it
+		l.mu.Unlock()
+		if !strings.Contains(lastErr.Error(), "overlap") && !strings.Contains(lastErr.Error(), "Pool overlaps") {
+			break
+		}
+		_ = l.downProject()
+	}
+	l.mu.Lock()
+	l.up = true
+	l.mu.Unlock()
+	if lastErr != nil {
+		l.collectLogs()
+		_ = l.downProject()
+		return fmt.Errorf("compose lab: %w", lastErr)
+	}
+	cs, err := l.engine.Containers(ctx, l.cfg.Project)
+	if err != nil {
+		return fmt.Errorf("compose lab: %w", err)
+	}
+	l.mu.Lock()
+	l.containers = cs
+	l.mu.Unlock()
+	for _, name := range ServiceNames(l.bundle.Topology) {
+		c, ok := cs[name]
+		if !ok {
+			return fmt.Errorf("compose lab: service %s has no container", name)
+		}
+		in, _ := l.engine.Inspect(ctx, c.ID)
+		l.events.Emit("node_ready", map[string]any{"target": name, "pid": in.PID, "container": c.ID[:12]})
+	}
+	if !l.cfg.NoCapture {
+		l.startCapture()
+	}
+	return nil
+}
+
+// freeSubnet picks a /24 in 172.28.0.0/16 that no engine network and no host interface uses.
+func (l *Lab) freeSubnet(ctx context.Context) (netip.Prefix, error) {
+	used, err := l.engine.NetworkSubnets(ctx)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	var taken []netip.Prefix
+	for _, s := range used {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			taken = append(taken, p)
+		}
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil {
+				taken = append(taken, p)
+			}
+		}
+	}
+	start, _ := rand.Int(rand.Reader, big.NewInt(150))
+	for i := range 150 {
+		third := 100 + (int(start.Int64())+i)%150
+		cand := netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 28, byte(third), 0}), 24)
+		free := true
+		for _, t := range taken {
+			if t.Overlaps(cand) {
+				free = false
+				break
+			}
+		}
+		if free {
+			return cand, nil
+		}
+	}
+	return netip.Prefix{}, errors.New("no free /24 in 172.28.100.0–172.28.249.0")
+}
+
+// startCapture runs dumpcap on the lab network's bridge: every packet between the containers and with the
+// phones on the host. Without dumpcap the run goes on with a warning (the report's trace.pcap, built from the
+// nodes' message traces, is still there).
+func (l *Lab) startCapture() {
+	bin, err := exec.LookPath("dumpcap")
+	if err != nil {
+		l.log.Warn("no dumpcap (apt install tshark): no capture of the lab network")
+		l.events.Emit("capture", map[string]any{"error": "dumpcap not found"})
+		return
+	}
+	path := filepath.Join(l.cfg.RunDir, "capture.pcap")
+	cmd := exec.Command(bin, "-q", "-i", l.bridge, "-P", "-w", path)
+	logf, _ := os.Create(filepath.Join(l.cfg.RunDir, "logs", "capture.log"))
+	if logf != nil {
+		cmd.Stdout, cmd.Stderr = logf, logf
+		defer logf.Close()
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		l.log.Warn("capture did not start", "err", err)
+		return
+	}
+	l.mu.Lock()
+	l.capture = cmd
+	l.mu.Unlock()
+	// dumpcap needs a moment to open the interface; traffic starts after Up returns.
+	for range 20 {
+		if st, err := os.Stat(path); err == nil && st.Size() > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	l.events.Emit("capture", map[string]any{"interface": l.bridge, "file": "capture.pcap"})
+}
+
+func (l *Lab) stopCapture() {
+	l.mu.Lock()
+	cmd := l.capture
+	l.capture = nil
+	l.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Down stops the capture, saves every service's log to <run-dir>/logs/<node>.log and removes the project
+// (containers and network; the data is in the run directory).
+func (l *Lab) Down() error {
+	l.mu.Lock()
+	up := l.up
+	l.up = false
+	l.mu.Unlock()
+	if !up {
+		return nil
+	}
+	l.events.Emit("lab_down", nil)
+	// Stop the nodes first so that they end their files; then the capture.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stopErr := l.docker(ctx, "stop", "-t", fmt.Sprint(int(l.cfg.GracePeriod.Seconds())))
+	l.stopCapture()
+	l.collectLogs()
+	return errors.Join(stopErr, l.downProject())
+}
+
+func (l *Lab) downProject() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return l.docker(ctx, "down", "-v", "-t", "1", "--remove-orphans")
+}
+
+func (l *Lab) collectLogs() {
+	if l.bundle == nil {
+		return
+	}
+	for _, name := range ServiceNames(l.bundle.Topology) {
+		f, err := os.Create(filepath.Join(l.cfg.RunDir, "logs", name+".log"))
+		if err != nil {
+			continue
+		}
+		cmd := exec.Command("docker", "compose", "-p", l.cfg.Project, "-f", l.compose, "logs", "--no-color",
+			"--no-log-prefix", name)
+		cmd.Stdout, cmd.Stderr = f, f
+		_ = cmd.Run()
+		f.Close()
+	}
+}
+
+func (l *Lab) container(name string) (Container, *sync.Mutex, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, ok := l.containers[name]
+	if !ok {
+		return Container{}, nil, fmt.Errorf("compose lab: %s: no such service", name)
+	}
+	op := l.ops[name]
+	if op == nil {
+		op = &sync.Mutex{}
+		l.ops[name] = op
+	}
+	return c, op, nil
+}
+
+func (l *Lab) fault(fault, name, id string) {
+	pid := 0
+	if in, err := l.engine.Inspect(context.Background(), id); err == nil {
+		pid = in.PID
+	}
+	l.events.Emit("fault", map[string]any{"fault": fault, "target": name, "pid": pid, "container": id[:12]})
+}
+
+// Kill sends SIGKILL to a node's container: the process dies and the container's address disappears from the
+// network. Recorded as a fault "kill".
+func (l *Lab) Kill(name string) error { return l.Stop(name, false) }
+
+// Stop stops a node: gracefully (SIGTERM, SIGKILL after the grace period) or at once (SIGKILL).
+func (l *Lab) Stop(name string, graceful bool) error {
+	c, op, err := l.container(name)
+	if err != nil {
+		return err
+	}
+	op.Lock()
+	defer op.Unlock()
+	ctx := context.Background()
+	if graceful {
+		l.fault("stop", name, c.ID)
+		return l.engine.Stop(ctx, c.ID, l.cfg.GracePeriod)
+	}
+	l.fault("kill", name, c.ID)
+	if err := l.engine.Kill(ctx, c.ID, "KILL"); err != nil {
+		return fmt.Errorf("compose lab: kill %s: %w", name, err)
+	}
+	return nil
+}
+
+// Start starts a stopped node's container again and waits until it is healthy.
+func (l *Lab) Start(ctx context.Context, name string) error {
+	c, op, err := l.container(name)
+	if err != nil {
+		return err
+	}
+	op.Lock()
+	defer op.Unlock()
+	l.events.Emit("node_start", map[string]any{"target": name, "container": c.ID[:12]})
+	if err := l.engine.Start(ctx, c.ID); err != nil {
+		return fmt.Errorf("compose lab: start %s: %w", name, err)
+	}
+	return l.waitReady(ctx, name, c.ID)
+}
+
+func (l *Lab) waitReady(ctx context.Context, name, id string) error {
+	began := time.Now()
+	if err := l.engine.WaitHealthy(ctx, id, l.cfg.ReadyTimeout); err != nil {
+		return fmt.Errorf("compose lab: %s: %w", name, err)
+	}
+	in, _ := l.engine.Inspect(ctx, id)
+	l.events.Emit("node_ready", map[string]any{"target": name, "pid": in.PID, "ready_ms": time.Since(began).Milliseconds()})
+	return nil
+}
+
+// Pause freezes a node's container (cgroup freezer): its address stays, it answers nothing.
+func (l *Lab) Pause(name string) error {
+	c, op, err := l.container(name)
+	if err != nil {
+		return err
+	}
+	op.Lock()
+	defer op.Unlock()
+	l.fault("pause", name, c.ID)
+	return l.engine.Pause(context.Background(), c.ID)
+}
+
+// Resume thaws a paused node's container.
+func (l *Lab) Resume(name string) error {
+	c, op, err := l.container(name)
+	if err != nil {
+		return err
+	}
+	op.Lock()
+	defer op.Unlock()
+	l.fault("resume", name, c.ID)
+	return l.engine.Unpause(context.Background(), c.ID)
+}
+
+// Restart stops a node gracefully and starts it again (empty), waiting until it is healthy.
+func (l *Lab) Restart(ctx context.Context, name string) error {
+	c, op, err := l.container(name)
+	if err != nil {
+		return err
+	}
+	op.Lock()
+	defer op.Unlock()
+	l.fault("restart", name, c.ID)
+	if err := l.engine.Stop(ctx, c.ID, l.cfg.GracePeriod); err != nil {
+		return fmt.Errorf("compose lab: restart %s: %w", name, err)
+	}
+	if err := l.engine.Start(ctx, c.ID); err != nil {
+		return fmt.Errorf("compose lab: restart %s: %w", name, err)
+	}
+	return l.waitReady(ctx, name, c.ID)
+}
