@@ -1,0 +1,179 @@
+// Package compare runs one scenario under several protection schemes (and parameter sweeps of it) and writes the
+// comparison: the measured version of the study's Table 1 (SPEC §1), plots that compare the schemes, and the raw
+// data of every run next to it. docs/compare.md describes the commands, the variants and every column.
+package compare
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/topology"
+)
+
+// Variant is a protection scheme plus options, written "<scheme>[+<option>…]", e.g. "load-sharing+ignore-504".
+// The scheme is set on both pools of a copy of the scenario; the options change the phones or the lab (Options).
+type Variant struct {
+	Name    string   // as written, and the name of its run directory
+	Scheme  string   // one of topology.Schemes
+	Options []string // in the order written
+}
+
+// Option is a variant option: what it does to the scenario.
+type Option struct {
+	Name string
+	Doc  string
+	// Apply changes the scenario copy of the variant; nil: the option is known but not supported by this build.
+	Apply func(*scenario.Scenario) error
+}
+
+// options is the registry of variant options.
+var options = map[string]Option{
+	"ignore-504": {Name: "ignore-504", Doc: "the phones ignore a 504 with the 3GPP restoration body (they only " +
+		"recover at their next periodic re-registration)", Apply: phones504("ignore")},
+	"reregister-504": {Name: "reregister-504", Doc: "the phones re-register at once on a 504 with the 3GPP " +
+		"restoration body (as a 3GPP phone should)", Apply: phones504("reregister")},
+}
+
+// phones504 sets the phones' reaction to a 504 restoration answer. It is set through the scenario's traffic
+// (traffic.on_504) once the phones have the option; until then it is an error, so that a comparison never
+// silently measures the wrong behaviour.
+func phones504(mode string) func(*scenario.Scenario) error {
+	return func(sc *scenario.Scenario) error {
+		return setOn504(sc, mode)
+	}
+}
+
+// OptionNames lists the variant options, sorted.
+func OptionNames() []string {
+	var names []string
+	for n := range options {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// OptionDoc returns what an option does ("" for an unknown one).
+func OptionDoc(name string) string { return options[name].Doc }
+
+// ParseVariant reads "<scheme>[+<option>…]".
+func ParseVariant(s string) (Variant, error) {
+	s = strings.TrimSpace(s)
+	parts := strings.Split(s, "+")
+	v := Variant{Name: s, Scheme: parts[0]}
+	if !slices.Contains(topology.Schemes, v.Scheme) {
+		return v, fmt.Errorf("compare: variant %q: %q is not a scheme (%s)", s, v.Scheme,
+			strings.Join(topology.Schemes, ", "))
+	}
+	for _, o := range parts[1:] {
+		if _, ok := options[o]; !ok {
+			return v, fmt.Errorf("compare: variant %q: %q is not an option (%s)", s, o,
+				strings.Join(OptionNames(), ", "))
+		}
+		if slices.Contains(v.Options, o) {
+			return v, fmt.Errorf("compare: variant %q: option %q twice", s, o)
+		}
+		v.Options = append(v.Options, o)
+	}
+	return v, nil
+}
+
+// ParseVariants reads a comma-separated list of variants; names must be distinct.
+func ParseVariants(list string) ([]Variant, error) {
+	var out []Variant
+	seen := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		v, err := ParseVariant(s)
+		if err != nil {
+			return nil, err
+		}
+		if seen[v.Name] {
+			return nil, fmt.Errorf("compare: variant %q given twice", v.Name)
+		}
+		seen[v.Name] = true
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("compare: no scheme given")
+	}
+	return out, nil
+}
+
+// Members is the pool size a scheme needs for n active members: N+1 for n-plus-1 (the last member is the cold
+// spare), 2N for active-standby (each active member has a standby), N otherwise. A comparison keeps the number of
+// active members equal across schemes, so every scheme carries the same load per active member.
+func Members(scheme string, n int) int {
+	switch scheme {
+	case topology.SchemeNPlus1:
+		return n + 1
+	case topology.SchemeActiveStandby:
+		return 2 * n
+	}
+	return n
+}
+
+// SpareCapacity is the share of a pool's members that are idle in normal operation: 1/(N+1) for n-plus-1, 1/2
+// for active-standby, 0 for the schemes in which every member serves traffic.
+func SpareCapacity(scheme string, n int) float64 {
+	m := Members(scheme, n)
+	if m == 0 {
+		return 0
+	}
+	return float64(m-n) / float64(m)
+}
+
+// StateReplicated tells whether the scheme copies registration state between members.
+func StateReplicated(scheme string) bool {
+	return scheme == topology.SchemePoolSync || scheme == topology.SchemeActiveStandby
+}
+
+// Apply returns a copy of sc set up for the variant with n active members per pool (0: keep the scenario's
+// pool sizes as the active members): both pools get the scheme and Members(scheme, n) members, then the options
+// are applied. The copy is validated.
+func (v Variant) Apply(sc *scenario.Scenario, n int) (*scenario.Scenario, error) {
+	c := Clone(sc)
+	for _, p := range []*topology.Pool{&c.Topology.Pools.PCSCF, &c.Topology.Pools.SCSCF} {
+		active := n
+		if active == 0 {
+			active = p.Size
+		}
+		p.Scheme = v.Scheme
+		p.Size = Members(v.Scheme, active)
+		if len(p.Addresses) > 0 && len(p.Addresses) < p.Size {
+			return nil, fmt.Errorf("compare: %s: the pool lists %d addresses, the scheme needs %d members",
+				v.Name, len(p.Addresses), p.Size)
+		}
+	}
+	for _, o := range v.Options {
+		if err := options[o].Apply(c); err != nil {
+			return nil, fmt.Errorf("compare: %s: option %s: %w", v.Name, o, err)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("compare: %s: %w", v.Name, err)
+	}
+	return c, nil
+}
+
+// Clone copies a scenario deeply enough that changing the copy's topology, traffic, faults or expectations
+// leaves the original alone.
+func Clone(sc *scenario.Scenario) *scenario.Scenario {
+	c := *sc
+	c.Topology.Pools.PCSCF.Addresses = slices.Clone(sc.Topology.Pools.PCSCF.Addresses)
+	c.Topology.Pools.SCSCF.Addresses = slices.Clone(sc.Topology.Pools.SCSCF.Addresses)
+	c.Faults = slices.Clone(sc.Faults)
+	c.Expectations = slices.Clone(sc.Expectations)
+	if sc.Traffic.Mix != nil {
+		m := *sc.Traffic.Mix
+		c.Traffic.Mix = &m
+	}
+	c.Topology.Overrides = maps.Clone(sc.Topology.Overrides)
+	return &c
+}
