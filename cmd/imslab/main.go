@@ -37,6 +37,10 @@ commands:
         the report and check the expectations; exit 0 when every expectation holds, 1 when one fails, 2 on error
   report <run-dir>   build the report of a run directory again from its data (summary.json, calls.csv,
         events.jsonl, report.md/html, plots, trace.pcap) and check the scenario's expectations again
+  compare <scenario> --schemes quasi-pool,load-sharing,n-plus-1   run the scenario under each protection
+        scheme (same traffic and seed) and write the measured Table 1 with plots (docs/compare.md)
+  sweep <scenario> --param pool_size=2,3,4 [--schemes …]   one run per parameter combination and scheme;
+        sweep.csv and a plot per varied parameter (docs/compare.md)
 
 run "imslab <command> -h" for the flags of a command`
 
@@ -53,6 +57,10 @@ func main() {
 		os.Exit(runScenario(os.Args[2:], os.Stdout, os.Stderr))
 	case "report":
 		os.Exit(rerender(os.Args[2:], os.Stdout, os.Stderr))
+	case "compare":
+		os.Exit(runCompare(os.Args[2:], os.Stdout, os.Stderr))
+	case "sweep":
+		os.Exit(runSweep(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "-help", "--help", "help":
 		fmt.Println(usage)
 		return

@@ -247,3 +247,5 @@ func svg(p *plot.Plot) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+var dashes = []vg.Length{vg.Points(6), vg.Points(3)}
