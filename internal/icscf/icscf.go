@@ -36,9 +36,15 @@ type Config struct {
 	VisitedNetwork string   // Visited-Network-Identifier when the request has no P-Visited-Network-ID (default: Domain)
 	Trusted        []string // source addresses (ip:port) allowed to send restore=1
 	Forward        sipx.ForwarderConfig
-	// Restore enables the takeover queries (UAT 2); false makes a dead S-CSCF's users unreachable until they
-	// re-register through a UAR that finds no usable S-CSCF name, as without quasi-pool.
+	// Restore enables the S-CSCF takeover of SPEC §4.5/§4.6 (LIR with UAT 2 and another S-CSCF when the stored
+	// one cannot be reached); false makes a dead S-CSCF's users unreachable until they re-register, as without
+	// quasi-pool. Re-selection at registration (UAR with UAT 2, SPEC §4.4) is standard 3GPP and always on.
 	Restore *bool
+	// AcceptRestore honours restore=1 from trusted P-CSCFs (the P-CSCF takeover of SPEC §4.1); default Restore.
+	AcceptRestore *bool
+	// SCSCFFailover sends to an S-CSCF through its per-host SRV record, so a pool member holding a replicated
+	// copy of its state is tried when it is down (S-CSCF pool with pool-sync or active-standby).
+	SCSCFFailover bool
 }
 
 // Validate names the bad field.
@@ -77,6 +83,9 @@ func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool
 		t := true
 		cfg.Restore = &t
 	}
+	if cfg.AcceptRestore == nil {
+		cfg.AcceptRestore = cfg.Restore
+	}
 	if log == nil {
 		log = slog.Default()
 	}
@@ -101,12 +110,15 @@ func hostOf(serverName string) string {
 }
 
 // candidates is the S-CSCF selection order once the HSS gave capabilities: its preferred names first, then the
-// live members of the S-CSCF pool ranked by rendezvous hashing on the user's identity, skipping the ones already
-// tried. The hash shares users evenly over the pool (load sharing) and sends every request of one user to the same
-// survivor: an originating and a terminating request that arrive together for a user whose S-CSCF died are taken
-// over by one S-CSCF, not restored twice. Every lab S-CSCF offers every capability, so the capability sets only
-// order the choice; they never exclude an S-CSCF.
-func (n *Node) candidates(ctx context.Context, caps *cx.ServerCapabilities, tried map[string]bool, user string) []string {
+// live members of the S-CSCF pool, lowest SRV priority first and, within a priority, ranked by rendezvous hashing
+// on the user's identity, skipping the ones already tried. The hash shares users evenly over the pool (load
+// sharing) and sends every request of one user to the same survivor: an originating and a terminating request
+// that arrive together for a user whose S-CSCF died are taken over by one S-CSCF, not restored twice. When the
+// user's S-CSCF failed, the members come from that S-CSCF's per-host record, so its priorities decide who takes
+// its users (the spare of an n-plus-1 pool); otherwise from the pool record (where an n-plus-1 spare comes last).
+// Every lab S-CSCF offers every capability, so the capability sets only order the choice; they never exclude an
+// S-CSCF.
+func (n *Node) candidates(ctx context.Context, caps *cx.ServerCapabilities, tried map[string]bool, user, failed string) []string {
 	var out []string
 	add := func(h string) {
 		if h != "" && !tried[h] && !slices.Contains(out, h) {
@@ -118,15 +130,35 @@ func (n *Node) candidates(ctx context.Context, caps *cx.ServerCapabilities, trie
 			add(hostOf(s))
 		}
 	}
-	ts, err := n.px.Fwd.Targets(ctx, sipx.SRVHop(n.cfg.SCSCFPool), nil)
-	if err != nil {
-		n.log.Warn("resolve scscf pool", "pool", n.cfg.SCSCFPool, "err", err)
+	record := n.cfg.SCSCFPool
+	if failed != "" {
+		record = failed
 	}
-	sort.SliceStable(ts, func(i, j int) bool { return rendezvous(user, ts[i].Name) > rendezvous(user, ts[j].Name) })
+	ts, err := n.px.Fwd.Targets(ctx, sipx.SRVHop(record), nil)
+	if err != nil && failed != "" {
+		ts, err = n.px.Fwd.Targets(ctx, sipx.SRVHop(n.cfg.SCSCFPool), nil)
+	}
+	if err != nil {
+		n.log.Warn("resolve scscf pool", "pool", record, "err", err)
+	}
+	sort.SliceStable(ts, func(i, j int) bool {
+		if ts[i].Priority != ts[j].Priority {
+			return ts[i].Priority < ts[j].Priority
+		}
+		return rendezvous(user, ts[i].Name) > rendezvous(user, ts[j].Name)
+	})
 	for _, t := range ts {
 		add(t.Name)
 	}
 	return out
+}
+
+// firstTried returns the S-CSCF of the HSS (the first one tried), "" when none was.
+func firstTried(stored string, tried map[string]bool) string {
+	if stored != "" && tried[stored] {
+		return stored
+	}
+	return ""
 }
 
 // rendezvous is the highest-random-weight score of a host for a user.
@@ -141,6 +173,13 @@ func rendezvous(user, host string) uint64 {
 // toSCSCF forwards to one S-CSCF and to it only: the priority-1 target of its per-host record. Failing over to
 // another S-CSCF is the I-CSCF's decision (UAT 2 query), not DNS's.
 func (n *Node) toSCSCF(ctx context.Context, stx sip.ServerTransaction, out *sip.Request, host string, route []string) sipx.Outcome {
+	if n.cfg.SCSCFFailover {
+		o := out.Clone()
+		if route != nil {
+			sipx.PrependRoute(o, sipx.RouteURI("", host, route...))
+		}
+		return n.px.Fwd.Forward(ctx, stx, o, sipx.SRVHop(host))
+	}
 	ts, err := n.px.Res.LookupSRV(ctx, "_sip._udp."+host)
 	if err != nil {
 		return sipx.Outcome{Err: err}

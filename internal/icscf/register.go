@@ -57,17 +57,19 @@ func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
 	n.px.PopSelf(out)
 	tried := map[string]bool{}
 	var order []string
+	stored := ""
 	if uaa.ServerName != "" {
-		order = []string{hostOf(uaa.ServerName)}
+		stored = hostOf(uaa.ServerName)
+		order = []string{stored}
 	} else {
-		order = n.candidates(ctx, uaa.ServerCapabilities, tried, impu)
+		order = n.candidates(ctx, uaa.ServerCapabilities, tried, impu, "")
 	}
 	askedCaps := uaa.ServerName == ""
 	var last sipx.Outcome
 	for {
 		if len(order) == 0 {
-			if askedCaps || !*n.cfg.Restore {
-				break
+			if askedCaps {
+				break // S-CSCF re-selection at registration is standard 3GPP (TS 24.229 §5.3.1.2): every scheme
 			}
 			askedCaps = true
 			caps, err := uar(cx.UATRegistrationAndCapabilities)
@@ -76,7 +78,7 @@ func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
 				return
 			}
 			n.rec.Emit("reselect", map[string]any{"impu": impu, "cmd": "UAR", "uat": 2, "tried": keys(tried), "call_id": sipx.CallID(req)})
-			order = n.candidates(ctx, caps.ServerCapabilities, tried, impu)
+			order = n.candidates(ctx, caps.ServerCapabilities, tried, impu, firstTried(stored, tried))
 			continue
 		}
 		host := order[0]
@@ -91,7 +93,7 @@ func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
 			return
 		}
 	}
-	if last.Final != nil && !sipx.Retryable(last.Final.StatusCode) {
+	if last.Final != nil && (!sipx.Retryable(last.Final.StatusCode) || sipx.IsRestoration(last.Final)) {
 		n.px.Finish(stx, req, last)
 		return
 	}

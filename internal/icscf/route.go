@@ -30,7 +30,7 @@ func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
 		n.px.Respond(stx, req, 403, "Forbidden")
 		return
 	}
-	if restore && !*n.cfg.Restore {
+	if restore && !*n.cfg.AcceptRestore {
 		n.px.Respond(stx, req, 403, "Forbidden (no restoration)")
 		return
 	}
@@ -69,12 +69,14 @@ func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
 	}
 	tried := map[string]bool{}
 	var order []string
+	stored := ""
 	if lia.ServerName != "" {
-		order = append(order, hostOf(lia.ServerName))
+		stored = hostOf(lia.ServerName)
+		order = append(order, stored)
 	}
 	askedCaps := restore
-	if lia.ServerName == "" || restore {
-		order = append(order, n.candidates(ctx, lia.ServerCapabilities, tried, impu)...)
+	if lia.ServerName == "" || (restore && *n.cfg.Restore) {
+		order = append(order, n.candidates(ctx, lia.ServerCapabilities, tried, impu, stored)...)
 	}
 	var last sipx.Outcome
 	for {
@@ -89,7 +91,7 @@ func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
 				return
 			}
 			n.rec.Emit("reselect", map[string]any{"impu": impu, "cmd": "LIR", "uat": 2, "tried": keys(tried), "call_id": sipx.CallID(req)})
-			order = n.candidates(ctx, caps.ServerCapabilities, tried, impu)
+			order = n.candidates(ctx, caps.ServerCapabilities, tried, impu, firstTried(stored, tried))
 			if !hasParam(flags, sipx.ParamRestore+"=1") {
 				flags = append(flags, sipx.ParamRestore+"=1") // tell the new S-CSCF it is taking over
 			}
@@ -107,7 +109,7 @@ func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
 			return
 		}
 	}
-	if last.Final != nil && !sipx.Retryable(last.Final.StatusCode) {
+	if last.Final != nil && (!sipx.Retryable(last.Final.StatusCode) || sipx.IsRestoration(last.Final)) {
 		n.px.Finish(stx, req, last)
 		return
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/imslab/quasipool/internal/cx"
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/pool"
+	"github.com/imslab/quasipool/internal/repl"
 	"github.com/imslab/quasipool/internal/sipx"
 	"github.com/imslab/quasipool/internal/topology"
 )
@@ -97,6 +98,16 @@ func (s *Stack) Forward() sipx.ForwarderConfig {
 		invite = base
 	}
 	return sipx.ForwarderConfig{NoAnswer: time.Duration(float64(base) * factor), InviteNoAnswer: invite}
+}
+
+// Replication returns the member-to-member replication of the node's pool (pool-sync, active-standby), nil
+// when its pool does not replicate.
+func (s *Stack) Replication() *repl.Config {
+	r := s.Cfg.Replication
+	if r == nil {
+		return nil
+	}
+	return &repl.Config{Node: s.Cfg.Name, Listen: r.Listen, Peers: r.Peers}
 }
 
 // PoolHosts returns the members of the node's own pool (pcscf1.ims.test → every target of pcscf.ims.test).

@@ -7,7 +7,9 @@ package pcscf
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/pool"
+	"github.com/imslab/quasipool/internal/repl"
 	"github.com/imslab/quasipool/internal/sipx"
 )
 
@@ -31,9 +34,18 @@ type Config struct {
 	PoolHosts []string // the P-CSCF pool members' hosts
 	Trusted   []string // source addresses (ip:port) of the BAC and the S-CSCFs
 	Forward   sipx.ForwarderConfig
-	// Restore enables the quasi-pool takeover (default true). Without it a P-CSCF refuses requests of users that
-	// did not register through it, as under plain load sharing.
+	// Restore enables the quasi-pool takeover (default true). Without it a P-CSCF refuses requests of users
+	// whose registration state it does not hold (504 with the restoration body for originating requests, 480 for
+	// terminating ones) and answers 504 with the restoration body when the user's S-CSCF cannot be reached, as
+	// under plain load sharing (docs/schemes.md).
 	Restore *bool
+	// SCSCFFailover sends an originating request to the S-CSCF of the Service-Route through that S-CSCF's
+	// per-host SRV record, so a pool member holding a replicated copy serves it when the S-CSCF is down
+	// (S-CSCF pools with pool-sync or active-standby). Without it only the named S-CSCF is tried.
+	SCSCFFailover bool
+	// Replication, when set, copies every registration this P-CSCF keeps to its pool peers and keeps theirs
+	// (pool-sync, active-standby; internal/repl).
+	Replication *repl.Config
 }
 
 // Validate names the bad field.
@@ -52,10 +64,12 @@ func (c *Config) Validate() error {
 }
 
 type registration struct {
-	IMPU         string
-	ServiceRoute []string
-	Associated   []string
-	Expires      time.Time
+	IMPU         string    `json:"impu"`
+	Contact      string    `json:"contact,omitempty"` // AOR of the registered Contact (the BAC token URI)
+	ServiceRoute []string  `json:"service_route"`
+	Associated   []string  `json:"associated,omitempty"`
+	Expires      time.Time `json:"expires"`
+	Replicated   bool      `json:"-"` // a pool peer's registration, copied to us
 }
 
 // Node is a running P-CSCF.
@@ -66,8 +80,11 @@ type Node struct {
 	rec *obs.Recorder
 	now func() time.Time
 
-	mu   sync.Mutex
-	regs map[string]*registration // IMPU → registration
+	repl *repl.Replicator
+
+	mu       sync.Mutex
+	regs     map[string]*registration // IMPU → registration
+	contacts map[string]*registration // registered Contact AOR → registration
 }
 
 // New builds a P-CSCF on an endpoint.
@@ -86,14 +103,29 @@ func New(cfg Config, ep *sipx.Endpoint, res pool.Resolver, health *pool.Health, 
 	if !slices.Contains(self, cfg.Host) {
 		self = append(self, cfg.Host)
 	}
-	n := &Node{cfg: cfg, log: log, rec: rec, now: time.Now, regs: map[string]*registration{},
+	n := &Node{cfg: cfg, log: log, rec: rec, now: time.Now, regs: map[string]*registration{}, contacts: map[string]*registration{},
 		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log}, cfg.Forward, self...)}
 	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest})
+	if cfg.Replication != nil {
+		r, err := repl.New(*cfg.Replication, replState{n}, rec, log)
+		if err != nil {
+			return nil, fmt.Errorf("pcscf: %w", err)
+		}
+		if err := r.Listen(); err != nil {
+			return nil, fmt.Errorf("pcscf: %w", err)
+		}
+		n.repl = r
+	}
 	return n, nil
 }
 
 // Run blocks until ctx is done, dropping lapsed registrations.
 func (n *Node) Run(ctx context.Context) error {
+	if n.repl != nil {
+		errc := make(chan error, 1)
+		go func() { errc <- n.repl.Run(ctx) }()
+		defer func() { <-errc }()
+	}
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
@@ -106,6 +138,11 @@ func (n *Node) Run(ctx context.Context) error {
 			for k, r := range n.regs {
 				if now.After(r.Expires) {
 					delete(n.regs, k)
+				}
+			}
+			for k, r := range n.contacts {
+				if now.After(r.Expires) {
+					delete(n.contacts, k)
 				}
 			}
 			n.mu.Unlock()
@@ -148,27 +185,58 @@ func (n *Node) remember(req *sip.Request, res *sip.Response) {
 			}
 		}
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	if exp <= 0 {
-		if r := n.regs[impu]; r != nil {
-			for _, a := range r.Associated {
-				delete(n.regs, a)
-			}
+		n.forget(impu)
+		if n.repl != nil {
+			n.repl.Delete(impu)
 		}
-		delete(n.regs, impu)
 		return
 	}
 	r := &registration{IMPU: impu, ServiceRoute: sipx.HeaderValues(res, sipx.HdrServiceRoute),
 		Expires: n.now().Add(time.Duration(exp) * time.Second)}
+	if c, ok := res.GetHeader("Contact").(*sip.ContactHeader); ok && c != nil {
+		r.Contact = sipx.AOR(c.Address)
+	}
 	for _, a := range sipx.HeaderValues(res, sipx.HdrPAssociatedURI) {
 		if id, err := sipx.IdentityOf(a); err == nil {
 			r.Associated = append(r.Associated, id)
 		}
 	}
-	n.regs[impu] = r
+	n.keep(r)
+	if n.repl != nil {
+		n.repl.Put(impu, r)
+	}
+}
+
+// keep stores a registration under its IMPU, its associated IMPUs and its Contact.
+func (n *Node) keep(r *registration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.regs[r.IMPU] = r
 	for _, a := range r.Associated {
 		n.regs[a] = r
+	}
+	if r.Contact != "" {
+		n.contacts[r.Contact] = r
+	}
+}
+
+// forget removes the registration of an IMPU.
+func (n *Node) forget(impu string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	r := n.regs[impu]
+	if r == nil {
+		return
+	}
+	for _, a := range r.Associated {
+		if n.regs[a] == r {
+			delete(n.regs, a)
+		}
+	}
+	delete(n.regs, impu)
+	if r.Contact != "" && n.contacts[r.Contact] == r {
+		delete(n.contacts, r.Contact)
 	}
 }
 
@@ -180,6 +248,21 @@ func (n *Node) lookup(impu string) *registration {
 		return nil
 	}
 	return r
+}
+
+// knowsCallee reports whether this P-CSCF holds the registration a terminating request is for: the Request-URI
+// is the registered Contact, the To header the callee's public identity.
+func (n *Node) knowsCallee(req *sip.Request) bool {
+	n.mu.Lock()
+	r := n.contacts[sipx.AOR(req.Recipient)]
+	n.mu.Unlock()
+	if r != nil && !n.now().After(r.Expires) {
+		return true
+	}
+	if to := req.To(); to != nil {
+		return n.lookup(sipx.AOR(to.Address)) != nil
+	}
+	return false
 }
 
 // onRequest routes initial requests (originating from the BAC, terminating from an S-CSCF) and in-dialog ones.
@@ -210,6 +293,14 @@ func (n *Node) recordRoute(out *sip.Request) {
 func (n *Node) terminating(ctx context.Context, stx sip.ServerTransaction, req, out *sip.Request) {
 	if !n.trusted(req) {
 		n.px.Respond(stx, req, 403, "Forbidden")
+		return
+	}
+	if !*n.cfg.Restore && !n.knowsCallee(req) {
+		// Without restoration a P-CSCF cannot reach a phone that did not register through it (or a peer that
+		// replicates to it): the callee is unreachable until it registers again.
+		n.rec.Emit("refused", map[string]any{"direction": "mt", "call_id": sipx.CallID(req), "method": string(req.Method),
+			"reason": "not_registered_here"})
+		n.px.Respond(stx, req, 480, "Temporarily Unavailable (not registered here)")
 		return
 	}
 	n.recordRoute(out)
@@ -249,13 +340,18 @@ func (n *Node) originating(ctx context.Context, stx sip.ServerTransaction, req, 
 			}
 		}
 		o := n.toSCSCF(ctx, stx, viaSR, first.Host)
-		if !o.Retryable() || !*n.cfg.Restore {
+		if !o.Retryable() || (!*n.cfg.Restore && o.Final != nil) {
 			n.px.Finish(stx, req, o)
+			return
+		}
+		if !*n.cfg.Restore {
+			// TS 24.229 §5.2.6.3: the S-CSCF cannot be reached; the UE is asked to register again.
+			n.px.RespondRestoration(stx, req, sipx.ReasonSCSCFUnreachable)
 			return
 		}
 		reason = "scscf_unreachable"
 	} else if !*n.cfg.Restore {
-		n.px.Respond(stx, req, 403, "Forbidden (not registered here)")
+		n.px.RespondRestoration(stx, req, sipx.ReasonNotRegisteredHere)
 		return
 	}
 	sipx.PrependRoute(out, sipx.RouteURI("", n.cfg.ICSCF, sipx.ParamOrig, sipx.ParamRestore+"=1"))
@@ -266,6 +362,9 @@ func (n *Node) originating(ctx context.Context, stx sip.ServerTransaction, req, 
 // toSCSCF sends to the S-CSCF of the Service-Route and to it only; its failure is handled by the I-CSCF with
 // restore=1, not by the per-host SRV fallback (SPEC §4.5).
 func (n *Node) toSCSCF(ctx context.Context, stx sip.ServerTransaction, out *sip.Request, host string) sipx.Outcome {
+	if n.cfg.SCSCFFailover {
+		return n.px.Fwd.Forward(ctx, stx, out, sipx.SRVHop(host))
+	}
 	ts, err := n.px.Res.LookupSRV(ctx, "_sip._udp."+host)
 	if err != nil {
 		return sipx.Outcome{Err: err}
@@ -276,4 +375,41 @@ func (n *Node) toSCSCF(ctx context.Context, stx sip.ServerTransaction, out *sip.
 		}
 	}
 	return sipx.Outcome{Err: sipx.ErrNoTarget}
+}
+
+// replState is the P-CSCF's registrations as seen by the replicator.
+type replState struct{ n *Node }
+
+// Apply stores or removes a pool peer's registration.
+func (s replState) Apply(m repl.Message) {
+	switch m.Op {
+	case repl.OpPut:
+		var r registration
+		if err := json.Unmarshal(m.Data, &r); err != nil || r.IMPU == "" {
+			s.n.log.Warn("repl: bad registration", "peer", m.From, "impu", m.Key, "err", err)
+			return
+		}
+		r.Replicated = true
+		s.n.forget(r.IMPU)
+		s.n.keep(&r)
+	case repl.OpDelete:
+		s.n.forget(m.Key)
+	}
+}
+
+// Snapshot returns every registration this P-CSCF holds, its own and its peers', once each.
+func (s replState) Snapshot() []repl.Message {
+	s.n.mu.Lock()
+	defer s.n.mu.Unlock()
+	var out []repl.Message
+	for k, r := range s.n.regs {
+		if k != r.IMPU {
+			continue // an associated IMPU: sent with its registration
+		}
+		b, err := json.Marshal(r)
+		if err == nil {
+			out = append(out, repl.Message{Op: repl.OpPut, Key: k, Data: b})
+		}
+	}
+	return out
 }

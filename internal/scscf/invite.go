@@ -53,6 +53,13 @@ func (n *Node) originating(ctx context.Context, stx sip.ServerTransaction, req, 
 	}
 	b := n.lookup(served)
 	if b == nil {
+		if !*n.cfg.Restore {
+			// TS 24.229 §5.4.3.2 with restoration not supported: no registration here, the UE must register again.
+			n.rec.Emit("refused", map[string]any{"direction": "mo", "impu": served, "call_id": sipx.CallID(req),
+				"method": string(req.Method), "reason": "not_registered_here"})
+			n.px.RespondRestoration(stx, req, sipx.ReasonNotRegisteredHere)
+			return
+		}
 		if b = n.restore(ctx, served, "mo", restore); b == nil {
 			n.px.Respond(stx, req, 403, "Forbidden (not registered)")
 			return

@@ -164,6 +164,7 @@ func (n *Node) register(ctx context.Context, stx sip.ServerTransaction, req *sip
 	if exp == 0 {
 		if existing != nil {
 			n.remove(existing)
+			n.replicateDelete(existing)
 		}
 		_, err := n.hss.ServerAssignment(ctx, &cx.SAR{UserName: impi, PublicIdentities: []string{impu},
 			ServerName: n.cfg.ServerName(), AssignmentType: cx.SATUserDeregistration, UserDataAlreadyAvailable: true})
@@ -197,7 +198,7 @@ func (n *Node) register(ctx context.Context, stx sip.ServerTransaction, req *sip
 	b := &binding{IMPI: impi, IMPUs: []string{impu}, Contact: contactValue, ContactU: cu, Path: path,
 		CallID: sipx.CallID(req), CSeq: cseq, Expires: n.now().Add(exp)}
 	sat := cx.SATRegistration
-	if existing != nil && existing.IMPI == impi && !existing.Restored {
+	if existing != nil && existing.IMPI == impi && !existing.Restored && !existing.Replicated {
 		sat = cx.SATReRegistration
 		b.IMPUs = existing.IMPUs
 		if existing.CallID == b.CallID {
@@ -221,6 +222,7 @@ func (n *Node) register(ctx context.Context, stx sip.ServerTransaction, req *sip
 		n.remove(existing)
 	}
 	n.store(b)
+	n.replicate(b)
 	event := "registered"
 	if sat == cx.SATReRegistration {
 		event = "reregistered"

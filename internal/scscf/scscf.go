@@ -18,6 +18,7 @@ import (
 	"github.com/imslab/quasipool/internal/cx"
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/pool"
+	"github.com/imslab/quasipool/internal/repl"
 	"github.com/imslab/quasipool/internal/sipx"
 )
 
@@ -39,8 +40,12 @@ type Config struct {
 	NonceTTL  time.Duration
 	Forward   sipx.ForwarderConfig
 	// Restore enables the quasi-pool takeover (default true); false makes the S-CSCF refuse users it does not
-	// know, as a load-sharing S-CSCF without restoration would.
+	// know, as a load-sharing S-CSCF without restoration would: 504 with the restoration body for an originating
+	// request, 480 for a terminating one (docs/schemes.md).
 	Restore *bool
+	// Replication, when set, copies every registration (binding) to the pool peers and keeps theirs (pool-sync,
+	// active-standby; internal/repl).
+	Replication *repl.Config
 }
 
 // Validate names the bad field.
@@ -91,6 +96,9 @@ type binding struct {
 	CSeq     uint32
 	Expires  time.Time
 	Restored bool // taken over from another S-CSCF through the HSS
+	// Replicated marks a pool peer's binding copied to us (pool-sync, active-standby): served as our own, but
+	// its expiry is the owner's business (no SAR), and a REGISTER for it is a new registration here.
+	Replicated bool
 }
 
 type challenge struct {
@@ -106,6 +114,8 @@ type Node struct {
 	log *slog.Logger
 	rec *obs.Recorder
 	now func() time.Time
+
+	repl *repl.Replicator
 
 	mu       sync.Mutex
 	regs     map[string]*binding // IMPU → binding
@@ -132,11 +142,26 @@ func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool
 		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log}, cfg.Forward, self...),
 	}
 	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest})
+	if cfg.Replication != nil {
+		r, err := repl.New(*cfg.Replication, replState{n}, rec, log)
+		if err != nil {
+			return nil, fmt.Errorf("scscf: %w", err)
+		}
+		if err := r.Listen(); err != nil {
+			return nil, fmt.Errorf("scscf: %w", err)
+		}
+		n.repl = r
+	}
 	return n, nil
 }
 
 // Run serves until ctx is done and de-registers nothing: a killed S-CSCF's users stay registered in the HSS.
 func (n *Node) Run(ctx context.Context) error {
+	if n.repl != nil {
+		errc := make(chan error, 1)
+		go func() { errc <- n.repl.Run(ctx) }()
+		defer func() { <-errc }()
+	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -178,6 +203,9 @@ func (n *Node) expire(ctx context.Context) {
 	}
 	n.mu.Unlock()
 	for _, b := range lapsed {
+		if b.Replicated {
+			continue // the owner de-registers it
+		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := n.hss.ServerAssignment(cctx, &cx.SAR{UserName: b.IMPI, PublicIdentities: b.IMPUs[:1],
 			ServerName: n.cfg.ServerName(), AssignmentType: cx.SATTimeoutDeregistration, UserDataAlreadyAvailable: true})

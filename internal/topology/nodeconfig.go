@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -39,6 +40,12 @@ type NodeConfig struct {
 	Peers Peers `yaml:"peers,omitempty"`
 	// Trusted lists address:port of every P-CSCF, I-CSCF and S-CSCF: restore=1 is honoured only from these.
 	Trusted []string `yaml:"trusted,omitempty"`
+	// PCSCFScheme and SCSCFScheme are the protection schemes of the two pools (docs/schemes.md), set for the BAC
+	// and the CSCFs; "" means quasi-pool.
+	PCSCFScheme string `yaml:"pcscf_scheme,omitempty"`
+	SCSCFScheme string `yaml:"scscf_scheme,omitempty"`
+	// Replication is set for pool members whose pool replicates registration state (pool-sync, active-standby).
+	Replication *ReplicationConfig `yaml:"replication,omitempty"`
 
 	DNS *DNSNodeConfig `yaml:"dns,omitempty"` // dnsd only
 	HSS *HSSNodeConfig `yaml:"hss,omitempty"` // hss only
@@ -51,6 +58,13 @@ type Peers struct {
 	ICSCF     string `yaml:"icscf,omitempty"`      // pcscf, scscf: icscf.ims.test
 	SCSCFPool string `yaml:"scscf_pool,omitempty"` // icscf: scscf.ims.test (pool record)
 	HSS       string `yaml:"hss,omitempty"`        // icscf, scscf: _diameter._tcp.hss.ims.test
+}
+
+// ReplicationConfig is where a pool member pushes its registration state and where it receives its peers'
+// (internal/repl, docs/schemes.md): member-to-member over TCP, on the same port number as the member's SIP/UDP.
+type ReplicationConfig struct {
+	Listen string   `yaml:"listen"` // ip:port, TCP
+	Peers  []string `yaml:"peers"`  // ip:port (TCP) of the members that get a copy of every change
 }
 
 // DNSNodeConfig is what dnsd needs besides the common fields.
@@ -138,6 +152,11 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 	switch n.Kind {
 	case KindBAC, KindPCSCF, KindICSCF, KindSCSCF:
 		c.Trusted = t.Trusted()
+		c.PCSCFScheme = t.Pools.PCSCF.SchemeOf()
+		c.SCSCFScheme = t.Pools.SCSCF.SchemeOf()
+	}
+	if peers := t.ReplicationPeers(n.Name); n.Pool != "" && peers != nil {
+		c.Replication = &ReplicationConfig{Listen: n.Listen(), Peers: peers}
 	}
 	return c, nil
 }
@@ -244,6 +263,17 @@ func (c *NodeConfig) Validate() error {
 	v.log("log", c.Log)
 	for i, a := range c.Trusted {
 		v.hostPort(fmt.Sprintf("trusted[%d]", i), a)
+	}
+	for _, f := range [][2]string{{"pcscf_scheme", c.PCSCFScheme}, {"scscf_scheme", c.SCSCFScheme}} {
+		if f[1] != "" && !slices.Contains(Schemes, f[1]) {
+			v.add(f[0], "%q: must be one of %s", f[1], strings.Join(Schemes, ", "))
+		}
+	}
+	if r := c.Replication; r != nil {
+		v.hostPort("replication.listen", r.Listen)
+		for i, a := range r.Peers {
+			v.hostPort(fmt.Sprintf("replication.peers[%d]", i), a)
+		}
 	}
 	need := func(field, val string) {
 		if val == "" {

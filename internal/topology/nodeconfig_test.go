@@ -33,7 +33,7 @@ var _ = Describe("NodeConfig", Label("unit"), func() {
 			Timers: t.Timers, Probing: t.Probing, Registration: t.Registration,
 			Log:     topology.Log{Format: "text", Level: "info"},
 			Peers:   topology.Peers{ICSCF: "icscf.ims.test"},
-			Trusted: trusted,
+			Trusted: trusted, PCSCFScheme: topology.SchemeQuasiPool, SCSCFScheme: topology.SchemeQuasiPool,
 		}))
 	})
 

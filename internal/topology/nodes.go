@@ -30,6 +30,10 @@ type Node struct {
 	Ports   []Port // the first one is the node's main port (see Listen)
 	Pool    string // "pcscf" or "scscf" for pool members, else ""
 	Index   int    // 1-based position in the pool, 0 outside pools
+	// Standby marks the standby of member Index in an active-standby pool (pcscf1b); it is not in the pool record.
+	Standby bool
+	// Spare marks the cold spare of an n-plus-1 pool (its last member).
+	Spare bool
 }
 
 // Endpoint returns address:port of the named port, or "" when the node has no such port.
@@ -106,9 +110,36 @@ func (t *Topology) poolNodes(k Kind) []Node {
 		addr, port := p.member(i)
 		n := sipNode(MemberName(k, i), k, addr, port)
 		n.Pool, n.Index = string(k), i
+		n.Spare = p.SchemeOf() == SchemeNPlus1 && i == p.Size && p.Size > 1
 		out = append(out, n)
 	}
+	if p.SchemeOf() == SchemeActiveStandby {
+		for i := 1; i <= p.Size; i++ {
+			addr, port := p.standby(i)
+			n := sipNode(StandbyName(k, i), k, addr, port)
+			n.Pool, n.Index, n.Standby = string(k), i, true
+			out = append(out, n)
+		}
+	}
 	return out
+}
+
+// StandbyName returns the name of the standby of member k (1-based) of an active-standby pool: pcscf1b, …
+func StandbyName(pool Kind, k int) string { return MemberName(pool, k) + "b" }
+
+// standby returns the address and port of the standby of member i (1-based) of an active-standby pool: with
+// base_port the standbys follow the members (base_port+size+i-1) on the pool's address, with port each standby
+// has its own address from standby_addresses.
+func (p *Pool) standby(i int) (string, int) {
+	if p.BasePort != 0 {
+		addr, _ := p.member(i)
+		return addr, p.BasePort + p.Size + i - 1
+	}
+	addr := p.Address
+	if len(p.StandbyAddresses) >= i {
+		addr = p.StandbyAddresses[i-1]
+	}
+	return addr, p.Port
 }
 
 // member returns the address and port of member i (1-based).

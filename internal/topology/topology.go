@@ -100,6 +100,9 @@ type Pool struct {
 	Weight int `yaml:"weight"`
 	// Scheme is the pool's protection scheme (default quasi-pool): one of Schemes.
 	Scheme string `yaml:"scheme,omitempty"`
+	// StandbyAddresses are the standbys' addresses of an active-standby pool whose members each have their own
+	// address (addresses + port); with base_port the standbys take the ports after the members.
+	StandbyAddresses []string `yaml:"standby_addresses,omitempty"`
 }
 
 // Protection schemes of a pool (issue 6; docs/schemes.md). The study's Table 1 compares them.
@@ -126,6 +129,13 @@ func (p *Pool) SchemeOf() string {
 	}
 	return p.Scheme
 }
+
+// SchemeRestores reports whether a scheme ("" = quasi-pool) runs the quasi-pool takeover through the HSS.
+func SchemeRestores(scheme string) bool { return scheme == "" || scheme == SchemeQuasiPool }
+
+// SchemeReplicates reports whether a scheme copies registration state between pool members (pool-sync,
+// active-standby), so a peer's per-host SRV record leads to a member that can serve the user.
+func SchemeReplicates(scheme string) bool { return scheme == SchemePoolSync || scheme == SchemeActiveStandby }
 
 // Timers are the SIP transaction timers of a node.
 type Timers struct {

@@ -190,6 +190,21 @@ func (v *validator) pool(prefix string, p Pool) {
 	if p.Scheme != "" && !slices.Contains(Schemes, p.Scheme) {
 		v.add(prefix+".scheme", "%q: must be one of %s", p.Scheme, strings.Join(Schemes, ", "))
 	}
+	if p.SchemeOf() == SchemeNPlus1 && p.Size < 2 {
+		v.add(prefix+".size", "%d: n-plus-1 needs at least one active member and the spare (size >= 2)", p.Size)
+	}
+	switch {
+	case len(p.StandbyAddresses) > 0 && p.SchemeOf() != SchemeActiveStandby:
+		v.add(prefix+".standby_addresses", "only for scheme active-standby")
+	case p.SchemeOf() == SchemeActiveStandby && p.BasePort == 0 && len(p.StandbyAddresses) != p.Size:
+		v.add(prefix+".standby_addresses", "%d addresses for %d standbys (active-standby with port needs one per member)",
+			len(p.StandbyAddresses), p.Size)
+	case p.SchemeOf() == SchemeActiveStandby && p.BasePort != 0 && p.BasePort+2*p.Size-1 > 65535:
+		v.add(prefix+".base_port", "%d: the last standby's port %d is beyond 65535", p.BasePort, p.BasePort+2*p.Size-1)
+	}
+	for i, a := range p.StandbyAddresses {
+		v.ip(fmt.Sprintf("%s.standby_addresses[%d]", prefix, i), a)
+	}
 	if p.Weight < 1 || p.Weight > 65535 {
 		v.add(prefix+".weight", "%d: must be between 1 and 65535 (Go's resolver does not shuffle zero weights)", p.Weight)
 	}

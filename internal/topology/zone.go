@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
@@ -67,6 +68,7 @@ const singleWeight = 10
 //   - pool records _sip._udp.<pool>.<domain>: every member, priority 1, the pool's weight;
 //   - per-host records _sip._udp.<pool>K.<domain>: member K at priority 1, every other member at priority 2,
 //     the pool's weight for all;
+//   - the n-plus-1 and active-standby schemes change the priorities (poolRecords, docs/schemes.md);
 //   - _sip._udp.<icscf>.<domain> and _sip._udp.<domain> → the I-CSCF; _sip._udp.<bac>.<domain> → the BAC;
 //   - _diameter._tcp.<hss>.<domain> → the HSS's Diameter port;
 //   - an A (or AAAA) record for every node.
@@ -76,20 +78,7 @@ func (t *Topology) Zone() Zone {
 	z := Zone{Origin: t.Domain, NS: t.FQDN(t.DNS.Host), TTL: t.DNS.TTL}
 	for _, k := range []Kind{KindPCSCF, KindSCSCF} {
 		p, _ := t.pool(k)
-		members := t.NodesOfKind(k)
-		w := uint16(p.Weight)
-		for _, m := range members {
-			z.Records = append(z.Records, srv(SIPSRV(t.FQDN(string(k))), 1, w, m))
-		}
-		for _, self := range members {
-			name := SIPSRV(self.FQDN)
-			z.Records = append(z.Records, srv(name, 1, w, self))
-			for _, o := range members {
-				if o.Name != self.Name {
-					z.Records = append(z.Records, srv(name, 2, w, o))
-				}
-			}
-		}
+		z.Records = append(z.Records, t.poolRecords(k, uint16(p.Weight))...)
 	}
 	icscf, _ := t.Node(t.ICSCF.Host)
 	bac, _ := t.Node(t.BAC.Host)
@@ -109,6 +98,104 @@ func (t *Topology) Zone() Zone {
 		z.Records = append(z.Records, Record{Name: n.FQDN, Type: typ, Address: n.Address})
 	}
 	return z
+}
+
+// poolRecords returns the pool record and the per-host records of one pool, by its scheme:
+//   - quasi-pool, load-sharing, pool-sync: the shape of SPEC §2.1 (pool record all at 1; per-host: self 1, others 2);
+//   - n-plus-1: the spare (last member) is at priority 2 in the pool record, so it gets new users only when every
+//     active member is down; an active member's per-host record is self 1, spare 2, other actives 3, so the
+//     spare (and only the spare, while it lives) takes over a failed member's users; the spare's own per-host
+//     record is spare 1, actives 2;
+//   - active-standby: the pool record holds the active members only; member K's per-host record is K 1, its
+//     standby Kb 2, and Kb's is Kb 1, K 2: the standby takes over its member's DNS entry.
+func (t *Topology) poolRecords(k Kind, w uint16) []Record {
+	var recs []Record
+	var actives, spares, standbys []Node
+	for _, n := range t.NodesOfKind(k) {
+		switch {
+		case n.Standby:
+			standbys = append(standbys, n)
+		case n.Spare:
+			spares = append(spares, n)
+		default:
+			actives = append(actives, n)
+		}
+	}
+	poolName := SIPSRV(t.FQDN(string(k)))
+	for _, m := range actives {
+		recs = append(recs, srv(poolName, 1, w, m))
+	}
+	for _, m := range spares {
+		recs = append(recs, srv(poolName, 2, w, m))
+	}
+	members := append(slices.Clone(actives), spares...)
+	for _, self := range members {
+		name := SIPSRV(self.FQDN)
+		recs = append(recs, srv(name, 1, w, self))
+		switch {
+		case self.Spare:
+			for _, o := range actives {
+				recs = append(recs, srv(name, 2, w, o))
+			}
+		case len(spares) > 0:
+			for _, o := range spares {
+				recs = append(recs, srv(name, 2, w, o))
+			}
+			for _, o := range actives {
+				if o.Name != self.Name {
+					recs = append(recs, srv(name, 3, w, o))
+				}
+			}
+		case len(standbys) > 0:
+			for _, o := range standbys {
+				if o.Index == self.Index {
+					recs = append(recs, srv(name, 2, w, o))
+				}
+			}
+		default:
+			for _, o := range members {
+				if o.Name != self.Name {
+					recs = append(recs, srv(name, 2, w, o))
+				}
+			}
+		}
+	}
+	for _, sb := range standbys {
+		name := SIPSRV(sb.FQDN)
+		recs = append(recs, srv(name, 1, w, sb))
+		for _, o := range actives {
+			if o.Index == sb.Index {
+				recs = append(recs, srv(name, 2, w, o))
+			}
+		}
+	}
+	return recs
+}
+
+// ReplicationPeers returns the replication addresses (TCP, the SIP port number) a pool member pushes its
+// registration state to: every other member under pool-sync, its partner under active-standby (member K and
+// its standby Kb), nil otherwise or for a node outside the pools.
+func (t *Topology) ReplicationPeers(name string) []string {
+	n, ok := t.Node(name)
+	if !ok || n.Pool == "" {
+		return nil
+	}
+	p, _ := t.pool(n.Kind)
+	var out []string
+	for _, o := range t.NodesOfKind(n.Kind) {
+		if o.Name == n.Name {
+			continue
+		}
+		switch p.SchemeOf() {
+		case SchemePoolSync:
+			out = append(out, o.Listen())
+		case SchemeActiveStandby:
+			if o.Index == n.Index {
+				out = append(out, o.Listen())
+			}
+		}
+	}
+	return out
 }
 
 func srv(name string, prio, weight uint16, target Node) Record {
