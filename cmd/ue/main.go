@@ -51,6 +51,7 @@ func run(args []string) error {
 	fs.Duration("hold", 0, "hold time of an answered call (hold_time; default 5s)")
 	fs.Duration("ring", 0, "ring time before a called phone answers (ring_time; default 100ms)")
 	fs.Duration("call-timeout", 0, "CANCEL a call without a final answer after this (call_timeout; default 10s)")
+	fs.String("on-restoration-504", "", "reregister or ignore: a phone's answer to a 504 with the 3GPP restoration body (on_restoration_504; default reregister)")
 	fs.Float64("mix", 0, "fraction of the phones that place calls (mix; default 1)")
 	fs.Int("callee-from", 0, "first number of a fixed callee range (callee_from)")
 	fs.Int("callee-count", 0, "size of the fixed callee range, 0 = this process's phones (callee_count)")
@@ -148,6 +149,8 @@ func apply(c *ue.Config, f *flag.Flag) error {
 		return dur(&c.RingTime)
 	case "call-timeout":
 		return dur(&c.CallTimeout)
+	case "on-restoration-504":
+		return str(&c.OnRestoration504)
 	case "mix":
 		m, err := strconv.ParseFloat(v, 64)
 		c.Mix = &m

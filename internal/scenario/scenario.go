@@ -22,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/imslab/quasipool/internal/topology"
+	"github.com/imslab/quasipool/internal/ue"
 )
 
 // Scenario is a parsed scenario file.
@@ -64,6 +65,10 @@ type Traffic struct {
 	Mix *float64 `yaml:"mix"`
 	// CallTimeout is how long a caller waits for a final answer before giving up (default 10s).
 	CallTimeout time.Duration `yaml:"call_timeout"`
+	// OnRestoration504 is what a phone does when its call is refused with 504 and the 3GPP restoration body
+	// (load-sharing and the other schemes without restoration, docs/schemes.md): "reregister" (default) registers
+	// again at once, "ignore" waits for the next periodic refresh (ue.Config.OnRestoration504).
+	OnRestoration504 string `yaml:"on_restoration_504"`
 }
 
 // Fault is one fault of the schedule.
@@ -97,7 +102,8 @@ const (
 func defaults() Scenario {
 	return Scenario{
 		Topology: *topology.Default(),
-		Traffic:  Traffic{FirstUser: 1, RegisterRate: defaultRegisterRate, Hold: defaultHold, CallTimeout: defaultCallTimeout},
+		Traffic: Traffic{FirstUser: 1, RegisterRate: defaultRegisterRate, Hold: defaultHold, CallTimeout: defaultCallTimeout,
+			OnRestoration504: ue.RestorationReregister},
 	}
 }
 
@@ -229,6 +235,10 @@ func (t *Traffic) validate(v *validator) {
 	}
 	if t.Mix != nil && (*t.Mix < 0 || *t.Mix > 1 || math.IsNaN(*t.Mix)) {
 		v.add("traffic.mix", "must be between 0 and 1, is %v", *t.Mix)
+	}
+	if t.OnRestoration504 != ue.RestorationReregister && t.OnRestoration504 != ue.RestorationIgnore {
+		v.add("traffic.on_restoration_504", "must be %s or %s, is %q", ue.RestorationReregister, ue.RestorationIgnore,
+			t.OnRestoration504)
 	}
 }
 

@@ -90,7 +90,19 @@ topology:
 		Expect(s.Traffic.RegisterRate).To(Equal(50.0))
 		Expect(s.Traffic.Hold).To(Equal(2 * time.Second))
 		Expect(s.Traffic.Mix).To(BeNil(), "nil = every phone calls")
+		Expect(s.Traffic.OnRestoration504).To(Equal("reregister"))
 		Expect(s.Faults).To(BeEmpty())
+	})
+
+	It("reads the phones' answer to a restoration 504 and the pools' schemes", func() {
+		s, err := scenario.Parse([]byte("name: t\nduration: 30s\n" +
+			"topology: {pools: {pcscf: {scheme: load-sharing}, scscf: {scheme: n-plus-1}}}\n" +
+			"traffic: {phones: 10, on_restoration_504: ignore}\n"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.Traffic.OnRestoration504).To(Equal("ignore"))
+		Expect(s.Topology.Pools.PCSCF.SchemeOf()).To(Equal("load-sharing"))
+		Expect(s.Topology.Pools.SCSCF.SchemeOf()).To(Equal("n-plus-1"))
+		Expect(s.Topology.Pools.PCSCF.Size).To(Equal(3), "the rest of the pool keeps its defaults")
 	})
 
 	It("names the scenario after its file when it has no name", func() {
@@ -109,6 +121,9 @@ topology:
 		Entry("unknown traffic field", "name: t\nduration: 30s\ntraffic: {phones: 10, calls: 2}\n", "line 3: field calls not found"),
 		Entry("unknown topology field", minimal+"topology: {pools: {pcscf: {sise: 2}}}\n", "line 5: field sise not found"),
 		Entry("no phones", "name: t\nduration: 30s\ntraffic: {call_rate: 2}\n", "line 3: traffic.phones: must be at least 1"),
+		Entry("bad restoration answer", "name: t\nduration: 30s\ntraffic: {phones: 2, on_restoration_504: panic}\n",
+			`line 3: traffic.on_restoration_504: must be reregister or ignore, is "panic"`),
+		Entry("unknown scheme", minimal+"topology: {pools: {scscf: {scheme: hot}}}\n", "topology.pools.scscf.scheme"),
 		Entry("short duration", "name: t\nduration: 0s\ntraffic: {phones: 1}\n", "line 2: duration: must be at least 1s"),
 		Entry("bad topology value", minimal+"topology:\n  pools: {pcscf: {size: 0}}\n", "line 6: topology.pools.pcscf.size"),
 		Entry("unknown fault kind", minimal+"faults:\n  - {kind: explode, target: pcscf1, at: 5s}\n",

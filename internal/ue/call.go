@@ -193,6 +193,9 @@ func (p *Phone) Call(ctx context.Context, to string, hold time.Duration) (CallRe
 	}
 	hosts.fill(p.hosts())
 	rec.PCSCF, rec.SCSCF = hosts.pcscf, hosts.scscf
+	if isRestoration504(final) {
+		p.onRestoration(rec.CallID)
+	}
 
 	if final != nil && final.IsSuccess() {
 		u.confirm(ctx, d, tx, final, hold, err != nil, &rec)

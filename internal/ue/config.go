@@ -55,6 +55,10 @@ type Config struct {
 	RingTime time.Duration `yaml:"ring_time"`
 	// CallTimeout is how long a caller waits for a final answer before it sends CANCEL (default 10s).
 	CallTimeout time.Duration `yaml:"call_timeout"`
+	// OnRestoration504 is what a phone does when a call it places is refused with 504 and the 3GPP restoration
+	// body (<alternative-service> restoration, action initial-registration): "reregister" (default, as a 3GPP
+	// phone does) registers again at once with a new Call-ID, "ignore" waits for the next periodic refresh.
+	OnRestoration504 string `yaml:"on_restoration_504"`
 	// Mix is the fraction of the phones that place calls (default 1).
 	Mix *float64 `yaml:"mix"`
 	// CalleeFrom and CalleeCount name a fixed callee range (e.g. phones of another ue process). With
@@ -157,6 +161,7 @@ func (c *Config) applyDefaults() {
 		one := 1.0
 		c.Mix = &one
 	}
+	def(&c.OnRestoration504, RestorationReregister)
 }
 
 // Validate checks the configuration and names the bad field.
@@ -228,6 +233,8 @@ func (c *Config) Validate() error {
 			c.CalleeFrom+c.CalleeCount-1, u.Digits)
 	case c.Timers.T1 < 0:
 		return bad("timers.t1", "must not be negative")
+	case c.OnRestoration504 != RestorationReregister && c.OnRestoration504 != RestorationIgnore:
+		return bad("on_restoration_504", "must be %s or %s, is %q", RestorationReregister, RestorationIgnore, c.OnRestoration504)
 	}
 	return nil
 }

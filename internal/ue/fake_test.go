@@ -162,6 +162,18 @@ func (f *fakeBAC) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 		f.relay(req, tx)
 		return
 	}
+	switch req.Recipient.User {
+	case "restoration", "plain504": // a core without the caller's state (TS 24.229 restoration body), or a bare 504
+		res := sip.NewResponseFromRequest(req, 504, "Server Time-out", nil)
+		if req.Recipient.User == "restoration" {
+			res.SetBody([]byte(`<?xml version="1.0"?><ims-3gpp version="1"><alternative-service><type>restoration</type>` +
+				`<reason>not registered here</reason><action>initial-registration</action></alternative-service></ims-3gpp>`))
+			ct := sip.ContentTypeHeader("application/3gpp-ims+xml")
+			res.AppendHeader(&ct)
+		}
+		_ = tx.Respond(res)
+		return
+	}
 	f.mu.Lock()
 	b, ok := f.bindings[req.Recipient.User]
 	f.mu.Unlock()

@@ -16,6 +16,7 @@ const (
 	kindInitial    = "initial"
 	kindRefresh    = "refresh"
 	kindDeregister = "deregister"
+	// kindRestoration ("restoration"): an initial registration triggered by a 504 with the restoration body.
 )
 
 // Phone is one simulated subscriber. Its methods are safe for concurrent use.
@@ -26,8 +27,9 @@ type Phone struct {
 	impi     string // user0001@ims.test
 	impu     string // sip:user0001@ims.test
 	password string
-	caller   bool        // places generated calls (Config.Mix)
-	busy     atomic.Bool // in a generated outgoing call
+	caller    bool        // places generated calls (Config.Mix)
+	busy      atomic.Bool // in a generated outgoing call
+	restoring atomic.Bool // an initial registration after a restoration 504 is on its way
 
 	regMu sync.Mutex // one registration procedure at a time
 

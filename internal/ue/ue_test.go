@@ -296,6 +296,49 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 		}, SpecTimeout(20*time.Second))
 	})
 
+	Context("a 504 with the 3GPP restoration body", func() {
+		BeforeEach(func() { fake = startFakeBAC(600) })
+
+		It("makes the phone register again at once, with a new Call-ID (on_restoration_504: reregister)", func(ctx SpecContext) {
+			u := startUE(manual())
+			p := u.Phone("user0001")
+			Expect(p.Register(ctx)).To(Succeed())
+			first := fake.registersOf("user0001")[0].CallID
+
+			res, err := p.Call(ctx, "restoration", time.Second)
+			Expect(err).To(HaveOccurred())
+			Expect(res.Status).To(Equal(504))
+			Eventually(func() []seenRegister { return fake.registersOf("user0001") }).WithTimeout(5 * time.Second).
+				Should(HaveLen(4), "401 and 200 of a second registration")
+			again := fake.registersOf("user0001")[2:]
+			Expect(again[0].CallID).NotTo(Equal(first), "an initial registration has a new Call-ID")
+			Expect(again[1].Status).To(Equal(200))
+			Eventually(recordsWhere(u.records, func(r ue.Record) bool { return r.Type == "register" && r.Kind == "restoration" })).
+				Should(HaveLen(1))
+
+			_, _ = p.Call(ctx, "plain504", time.Second)
+			Consistently(func() []seenRegister { return fake.registersOf("user0001") }, "700ms").Should(HaveLen(4),
+				"a 504 without the restoration body is only a failed call")
+		}, SpecTimeout(20*time.Second))
+
+		It("is only a failed call with on_restoration_504: ignore", func(ctx SpecContext) {
+			cfg := manual()
+			cfg.OnRestoration504 = ue.RestorationIgnore
+			u := startUE(cfg)
+			p := u.Phone("user0001")
+			Expect(p.Register(ctx)).To(Succeed())
+			res, _ := p.Call(ctx, "restoration", time.Second)
+			Expect(res.Status).To(Equal(504))
+			Consistently(func() []seenRegister { return fake.registersOf("user0001") }, "700ms").Should(HaveLen(2))
+		}, SpecTimeout(20*time.Second))
+
+		It("rejects an unknown answer in the configuration", func() {
+			cfg := ue.DefaultConfig()
+			cfg.OnRestoration504 = "panic"
+			Expect(cfg.Validate()).To(MatchError(ContainSubstring("on_restoration_504")))
+		})
+	})
+
 	Context("automatic mode", func() {
 		BeforeEach(func() { fake = startFakeBAC(600) })
 

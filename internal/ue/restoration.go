@@ -1,0 +1,66 @@
+package ue
+
+import (
+	"encoding/xml"
+	"strings"
+
+	"github.com/emiago/sipgo/sip"
+)
+
+// What a phone does with a 504 that carries the 3GPP restoration body (Config.OnRestoration504).
+const (
+	// RestorationReregister: an initial registration at once (TS 24.229 §5.1.2A.1.1: a UE that gets 504 with
+	// <alternative-service><type>restoration</type><action>initial-registration</action> registers again).
+	RestorationReregister = "reregister"
+	// RestorationIgnore: nothing; the phone recovers at its next periodic refresh (a phone without the feature).
+	RestorationIgnore = "ignore"
+)
+
+// kindRestoration is the kind of the registration records a restoration 504 triggered.
+const kindRestoration = "restoration"
+
+// isRestoration504 reports a 504 with the 3GPP IM CN subsystem XML body asking for an initial registration.
+func isRestoration504(res *sip.Response) bool {
+	if res == nil || res.StatusCode != 504 {
+		return false
+	}
+	ct := res.GetHeader("Content-Type")
+	if ct == nil {
+		return false
+	}
+	mt, _, _ := strings.Cut(ct.Value(), ";")
+	if !strings.EqualFold(strings.TrimSpace(mt), "application/3gpp-ims+xml") {
+		return false
+	}
+	var doc struct {
+		XMLName xml.Name `xml:"ims-3gpp"`
+		Type    string   `xml:"alternative-service>type"`
+		Action  string   `xml:"alternative-service>action"`
+	}
+	if xml.Unmarshal(res.Body(), &doc) != nil {
+		return false
+	}
+	return strings.TrimSpace(doc.Type) == "restoration" && strings.TrimSpace(doc.Action) == "initial-registration"
+}
+
+// onRestoration reacts to a restoration 504 for one of the phone's requests: with RestorationReregister it
+// starts one initial registration (a new Call-ID) unless one is already on its way.
+func (p *Phone) onRestoration(callID string) {
+	u := p.ue
+	u.events.Emit("restoration_504", map[string]any{"impu": p.impu, "call_id": callID, "action": u.cfg.OnRestoration504})
+	if u.cfg.OnRestoration504 != RestorationReregister || !p.restoring.CompareAndSwap(false, true) {
+		return
+	}
+	if !u.goBackground(func() {
+		defer p.restoring.Store(false)
+		if u.runCtx.Err() != nil {
+			return
+		}
+		p.mu.Lock()
+		p.regCallID = "" // an initial registration: a new Call-ID (and From tag)
+		p.mu.Unlock()
+		_ = p.register(u.runCtx, kindRestoration)
+	}) {
+		p.restoring.Store(false)
+	}
+}
