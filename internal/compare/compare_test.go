@@ -268,3 +268,17 @@ func indexOf(xs []string, s string) int {
 	}
 	return -1
 }
+
+var _ = Describe("phone options", Label("unit"), func() {
+	It("sets the phones' reaction to a 504 restoration answer", func() {
+		v, err := compare.ParseVariant("load-sharing+ignore-504")
+		Expect(err).NotTo(HaveOccurred())
+		c, err := v.Apply(loadScenario(), 0)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Traffic.OnRestoration504).To(Equal("ignore"))
+		v, _ = compare.ParseVariant("load-sharing+reregister-504")
+		c, err = v.Apply(loadScenario(), 0)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Traffic.OnRestoration504).To(Equal("reregister"))
+	})
+})

@@ -1,13 +1,18 @@
 package compare
 
 import (
-	"errors"
-
 	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/ue"
 )
 
-// setOn504 sets the phones' reaction to a 504 restoration answer on the scenario. The phones do not have the
-// option yet (issue 6, schemes work): until they do, a variant that asks for it is refused.
-func setOn504(_ *scenario.Scenario, _ string) error {
-	return errors.New("the phones of this build have no setting for the reaction to a 504 restoration answer")
+// setOn504 sets the phones' reaction to a 504 with the 3GPP restoration body (traffic.on_restoration_504):
+// "ignore" or "reregister".
+func setOn504(sc *scenario.Scenario, mode string) error {
+	switch mode {
+	case "ignore":
+		sc.Traffic.OnRestoration504 = ue.RestorationIgnore
+	default:
+		sc.Traffic.OnRestoration504 = ue.RestorationReregister
+	}
+	return nil
 }

@@ -38,9 +38,8 @@ var options = map[string]Option{
 		"restoration body (as a 3GPP phone should)", Apply: phones504("reregister")},
 }
 
-// phones504 sets the phones' reaction to a 504 restoration answer. It is set through the scenario's traffic
-// (traffic.on_504) once the phones have the option; until then it is an error, so that a comparison never
-// silently measures the wrong behaviour.
+// phones504 sets the phones' reaction to a 504 restoration answer (the scenario's traffic.on_restoration_504,
+// whose default is reregister).
 func phones504(mode string) func(*scenario.Scenario) error {
 	return func(sc *scenario.Scenario) error {
 		return setOn504(sc, mode)
