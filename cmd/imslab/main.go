@@ -3,6 +3,8 @@
 //	imslab up [--topology f] [--run-dir d] [--only n1,n2]   build the nodes, start them, wait for Ctrl-C
 //	imslab up --phones 50 --call-rate 5 --duration 30s      the same with simulated phones, for a fixed time
 //	imslab run scenarios/pcscf-kill.yaml [--out d] [--seed n] run a scenario; exit 0 passed, 1 failed, 2 error
+//	imslab run --backend compose scenarios/pcscf-kill.yaml    the same with the lab as Docker containers
+//	imslab compose [--check]                                   generate docker-compose.yml from the topology
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/imslab/quasipool/internal/compose"
 	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/report"
@@ -35,6 +38,9 @@ commands:
         stop them all on Ctrl-C or SIGTERM; with --phones, simulated phones register and call through the lab
   run   run a scenario file (docs/scenarios.md): start the lab and the phones, inject the faults, stop, build
         the report and check the expectations; exit 0 when every expectation holds, 1 when one fails, 2 on error
+  compose  generate docker-compose.yml and deploy/compose/ from the topology (--check: verify they are current)
+  image    build the lab image imslab/quasipool from static binaries, offline (make lab-image)
+  probe    sip|dns|tcp <ip:port>: check that a service answers (the compose lab's healthcheck)
   report <run-dir>   build the report of a run directory again from its data (summary.json, calls.csv,
         events.jsonl, report.md/html, plots, trace.pcap) and check the scenario's expectations again
   compare <scenario> --schemes quasi-pool,load-sharing,n-plus-1   run the scenario under each protection
@@ -61,6 +67,12 @@ func main() {
 		os.Exit(runCompare(os.Args[2:], os.Stdout, os.Stderr))
 	case "sweep":
 		os.Exit(runSweep(os.Args[2:], os.Stdout, os.Stderr))
+	case "compose":
+		err = generateCompose(os.Args[2:], os.Stdout, os.Stderr)
+	case "image":
+		err = buildImage(os.Args[2:], os.Stdout, os.Stderr)
+	case "probe":
+		err = probe(os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Println(usage)
 		return
@@ -227,6 +239,9 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "how long one node may take to become ready")
 	grace := fs.Duration("grace", 5*time.Second, "wait between SIGTERM and SIGKILL when stopping a node")
 	progress := fs.Duration("progress", 5*time.Second, "interval of the progress line")
+	backend := fs.String("backend", scenario.BackendLocal, "where the lab runs: local (processes) or compose (Docker containers)")
+	image := fs.String("image", "", "compose backend: the lab image (default "+compose.DefaultImage+"; built when missing)")
+	rebuild := fs.Bool("build-image", false, "compose backend: build the lab image first even when it exists")
 	logFormat := fs.String("log-format", "", "text or json (the runner's and lab's own log, on stderr)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	// The scenario file may come before or after the flags.
@@ -242,7 +257,12 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	}
 	rest := fs.Args()
 	if file == "" && len(rest) > 0 {
-		file, rest = rest[0], rest[1:]
+		// Flags may also follow the file: imslab run --backend compose f.yaml --out d.
+		file = rest[0]
+		if err := fs.Parse(rest[1:]); err != nil {
+			return scenario.ExitError
+		}
+		rest = fs.Args()
 	}
 	if file == "" || len(rest) > 0 {
 		fmt.Fprintln(errOut, "imslab run: give exactly one scenario file (imslab run -h)")
@@ -271,7 +291,7 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	defer stop()
 	o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, Seed: *seed,
 		KeepGoing: *keepGoing, RepoDir: *repo, BinDir: *binDir, ReadyTimeout: *readyTimeout, GracePeriod: *grace,
-		Progress: *progress},
+		Progress: *progress, Backend: *backend, Image: *image, BuildImage: *rebuild},
 		scenario.WithLogger(log), scenario.WithOutput(out), scenario.WithReportBuilder(buildReport))
 	if err != nil {
 		fmt.Fprintln(errOut, "imslab run:", err)

@@ -36,7 +36,8 @@ type Config struct {
 	Build bool
 	// Project is the compose project name (default imslab-<random>): several labs can run side by side.
 	Project string
-	// ReadyTimeout bounds the wait for every service to be healthy (default 90s) and for a restarted one.
+	// ReadyTimeout bounds the wait for a started or restarted node to be healthy (default 90s); the whole lab
+	// gets three times that, at least 90s.
 	ReadyTimeout time.Duration
 	// GracePeriod is the wait between SIGTERM and SIGKILL of a graceful stop (default 5s).
 	GracePeriod time.Duration
@@ -209,7 +210,7 @@ func (l *Lab) Up(ctx context.Context) error {
 		l.events.Emit("lab_up", map[string]any{"run_dir": l.cfg.RunDir, "backend": "compose",
 			"project": l.cfg.Project, "subnet": subnet.String(), "nodes": ServiceNames(b.Topology)})
 		began := time.Now()
-		upCtx, cancel := context.WithTimeout(ctx, l.cfg.ReadyTimeout)
+		upCtx, cancel := context.WithTimeout(ctx, max(3*l.cfg.ReadyTimeout, 90*time.Second))
 		lastErr = l.docker(upCtx, "up", "-d", "--wait")
 		cancel()
 		if lastErr == nil {

@@ -172,6 +172,31 @@ var _ = Describe("Build", Label("unit"), func() {
 			Expect(lookup(s, "faults.0.at_s")).To(Equal(10.0))
 		})
 
+		It("gives each affected user's interruption per direction and its time to the next re-registration", func() {
+			Expect(s.Users).To(HaveLen(3))
+			u1, u3 := s.Users[0], s.Users[2]
+			Expect(u1.IMPU).To(Equal(impu(1)))
+			Expect(u1.ReregS).To(BeNil())
+			Expect(*u1.MOInterruptionS).To(BeNumerically("~", 2.12, 1e-6))
+			Expect(*u1.MTInterruptionS).To(BeNumerically("~", 6.15, 1e-6))
+			Expect(u1.MOTakenOver && u1.MTTakenOver).To(BeTrue())
+			Expect(*u3.ReregS).To(BeNumerically("~", 10, 1e-6))
+			Expect(*u3.MOInterruptionS).To(BeNumerically("~", 11.1, 1e-6))
+			Expect(u3.MOTakenOver || u3.MTTakenOver).To(BeFalse())
+			b, err := os.ReadFile(filepath.Join(dir, "users.csv"))
+			Expect(err).NotTo(HaveOccurred())
+			recs, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
+			Expect(err).NotTo(HaveOccurred())
+			Expect(recs).To(HaveLen(4))
+			Expect(recs[3]).To(Equal([]string{impu(3), "pcscf1", "10", "10", "11.1", "12.105", "false", "false"}))
+		})
+
+		It("counts the signalling per affected and per other user after the fault", func() {
+			Expect(s.Signalling).NotTo(BeNil())
+			Expect(s.Signalling.OtherUsers).To(Equal(3))
+			Expect(s.Signalling.SIPPerAffectedUser).To(BeNumerically(">", 0), "the MO takeover call's messages")
+		})
+
 		It("finds the users registered through pcscf1 at the fault", func() {
 			Expect(lookup(s, "affected_users")).To(Equal(3.0))
 			Expect(s.AffectedIMPUs).To(Equal([]string{impu(1), impu(2), impu(3)}))

@@ -15,8 +15,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/imslab/quasipool/internal/compose"
 	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/topology"
 	"github.com/imslab/quasipool/internal/ue"
 )
 
@@ -55,6 +57,13 @@ type RunConfig struct {
 	RepoDir, BinDir string
 	// ReadyTimeout and GracePeriod are passed to the lab (0 = the lab's defaults).
 	ReadyTimeout, GracePeriod time.Duration
+	// Backend is where the lab runs: BackendLocal (default: local processes, internal/lab) or BackendCompose
+	// (Docker containers of one compose project, internal/compose).
+	Backend string
+	// Image is the compose backend's lab image ("" = compose.DefaultImage); BuildImage builds it first even
+	// when the engine has it (it is built anyway when missing).
+	Image      string
+	BuildImage bool
 	// Progress is the interval of the progress line (default 5s).
 	Progress time.Duration
 	// RegisterTimeout bounds the initial registrations (default: phones/register_rate + 60s).
@@ -75,7 +84,52 @@ func (c *RunConfig) Validate() error {
 	if c.RegisterTimeout < 0 {
 		return errors.New("run config: register_timeout: must not be negative")
 	}
+	switch c.Backend {
+	case "", BackendLocal, BackendCompose:
+	default:
+		return fmt.Errorf("run config: backend: %q: want %s or %s", c.Backend, BackendLocal, BackendCompose)
+	}
 	return nil
+}
+
+// Backends of a run.
+const (
+	BackendLocal   = "local"
+	BackendCompose = "compose"
+)
+
+// labBackend is what a run needs of a lab: start, stop, and the fault actions.
+type labBackend interface {
+	Lab
+	Up(ctx context.Context) error
+	Down() error
+	Close() error
+	RunDir() string
+}
+
+// newLab prepares the run's lab and returns it with the phones' DNS server and listen address (known after Up).
+func (r *runner) newLab(topo *topology.Topology) (labBackend, func() (dns, listen string), error) {
+	if r.cfg.Backend == BackendCompose {
+		repo := r.cfg.RepoDir
+		if repo == "" {
+			if wd, err := os.Getwd(); err == nil {
+				repo, _ = lab.FindRepo(wd)
+			}
+		}
+		l, err := compose.New(compose.Config{Topology: topo, RunDir: r.cfg.RunDir, RepoDir: repo, Image: r.cfg.Image,
+			Build: r.cfg.BuildImage, ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod},
+			compose.WithLogger(r.log))
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, func() (string, string) { return l.Topology().DNS.Listen, l.PhoneListen() }, nil
+	}
+	l, err := lab.New(lab.Config{Topology: topo, RunDir: r.cfg.RunDir, RepoDir: r.cfg.RepoDir, BinDir: r.cfg.BinDir,
+		ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod}, lab.WithLogger(r.log))
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, func() (string, string) { return topo.DNS.Listen, "127.0.0.1:0" }, nil
 }
 
 // ReportBuilder turns a finished run directory into its report and returns the summary's metrics. The command
@@ -161,8 +215,7 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 		seed = rand.Int64()
 	}
 	topo := sc.Topology // a copy: the lab must not share the scenario's maps
-	l, err := lab.New(lab.Config{Topology: &topo, RunDir: r.cfg.RunDir, RepoDir: r.cfg.RepoDir, BinDir: r.cfg.BinDir,
-		ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod}, lab.WithLogger(r.log))
+	l, phoneNet, err := r.newLab(&topo)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
@@ -174,7 +227,11 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 		r.out.printf("fault: %s\n", f)
 	}
 
-	r.out.printf("starting the lab (%d P-CSCF, %d S-CSCF)…\n", topo.Pools.PCSCF.Size, topo.Pools.SCSCF.Size)
+	backend := r.cfg.Backend
+	if backend == "" {
+		backend = BackendLocal
+	}
+	r.out.printf("starting the lab (%d P-CSCF, %d S-CSCF; %s backend)…\n", topo.Pools.PCSCF.Size, topo.Pools.SCSCF.Size, backend)
 	if err := l.Up(ctx); err != nil {
 		if ctx.Err() != nil {
 			return o, fmt.Errorf("scenario %s: interrupted while starting the lab: %w", sc.Name, ctx.Err())
@@ -187,7 +244,8 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 	// Phones run until stopPhones, not until ctx: on Ctrl-C they still end their calls and de-register.
 	phonesCtx, stopPhones := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPhones()
-	phones, phonesDone, err := r.startPhones(phonesCtx, o.RunDir, seed)
+	dnsServer, listen := phoneNet()
+	phones, phonesDone, err := r.startPhones(phonesCtx, o.RunDir, seed, dnsServer, listen)
 	if err != nil {
 		return o, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
@@ -356,13 +414,13 @@ func PrintResults(w io.Writer, results []Result) {
 	tw.Flush()
 }
 
-func (r *runner) startPhones(ctx context.Context, runDir string, seed int64) (*ue.UE, chan error, error) {
+func (r *runner) startPhones(ctx context.Context, runDir string, seed int64, dnsServer, listen string) (*ue.UE, chan error, error) {
 	t := r.sc.Traffic
 	topo := &r.sc.Topology
 	cfg := ue.DefaultConfig()
-	cfg.DNSServer = topo.DNS.Listen
+	cfg.DNSServer = dnsServer
 	cfg.Domain = topo.Domain
-	cfg.Listen = "127.0.0.1:0"
+	cfg.Listen = listen
 	cfg.Users.From, cfg.Users.Count = t.FirstUser, t.Phones
 	cfg.Expires = int(topo.Registration.Expires / time.Second)
 	cfg.RegisterRate = t.RegisterRate
@@ -439,6 +497,7 @@ type runJSON struct {
 	Name         string        `json:"name"`
 	Description  string        `json:"description"`
 	ScenarioFile string        `json:"scenario_file,omitempty"`
+	Backend      string        `json:"backend"` // local or compose
 	Seed         int64         `json:"seed"`
 	StartNs      int64         `json:"start_ns"`
 	EndNs        int64         `json:"end_ns,omitempty"`
@@ -475,7 +534,11 @@ func (r *runner) writeScenarioJSON(runDir string, seed int64, t0, end time.Time)
 	if sc.Traffic.Mix != nil {
 		mix = *sc.Traffic.Mix
 	}
-	j := runJSON{Name: sc.Name, Description: sc.Description, ScenarioFile: r.cfg.ScenarioFile, Seed: seed,
+	backend := r.cfg.Backend
+	if backend == "" {
+		backend = BackendLocal
+	}
+	j := runJSON{Name: sc.Name, Description: sc.Description, ScenarioFile: r.cfg.ScenarioFile, Backend: backend, Seed: seed,
 		StartNs: t0.UnixNano(), DurationS: sc.Duration.Seconds(), Faults: []faultJSON{},
 		Expectations: sc.Expectations,
 		Traffic: trafficJSON{Phones: sc.Traffic.Phones, FirstUser: sc.Traffic.FirstUser,

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/imslab/quasipool/internal/compose"
+	"github.com/imslab/quasipool/internal/lab"
+	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/topology"
+)
+
+// Defaults of the committed compose lab (docker-compose.yml at the repository root).
+const (
+	defaultComposeFile = "docker-compose.yml"
+	defaultComposeDir  = "deploy/compose"
+	defaultPhones      = 20
+	defaultCallRate    = 1.0
+)
+
+// generateCompose writes (or, with --check, verifies) the compose lab generated from a topology.
+func generateCompose(args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("imslab compose", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	topoPath := fs.String("topology", "", "topology file (default: the embedded default topology)")
+	file := fs.String("file", defaultComposeFile, "compose file to write")
+	dir := fs.String("config-dir", defaultComposeDir, "directory of the node configurations (mounted at /lab)")
+	subnet := fs.String("subnet", compose.DefaultSubnet.String(), "the lab network, an IPv4 /24 (node addresses in docs/compose.md)")
+	phones := fs.Int("phones", defaultPhones, "phones of the traffic service (0 = no traffic service)")
+	rate := fs.Float64("call-rate", defaultCallRate, "calls per second of the traffic service")
+	check := fs.Bool("check", false, "write nothing; exit 1 naming the files that differ from what would be generated")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("compose: unexpected argument %q", fs.Arg(0))
+	}
+	b, err := generateBundle(*topoPath, *file, *dir, *subnet, *phones, *rate)
+	if err != nil {
+		return err
+	}
+	if *check {
+		if stale := b.Stale(*file, *dir); len(stale) > 0 {
+			return fmt.Errorf("compose: stale, run `go run ./cmd/imslab compose` to regenerate:\n  %s", strings.Join(stale, "\n  "))
+		}
+		fmt.Fprintf(out, "%s and %s are up to date\n", *file, *dir)
+		return nil
+	}
+	if err := b.Write(*file, *dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote %s and %s/ (%d services on %s)\n", *file, *dir, len(compose.ServiceNames(b.Topology))+1, b.Subnet)
+	return nil
+}
+
+// generateBundle generates the compose lab as `imslab compose` does with these flags. The config directory is
+// named in the compose file relative to the compose file's directory.
+func generateBundle(topoPath, file, dir, subnet string, phones int, rate float64) (*compose.Bundle, error) {
+	t := topology.Default()
+	source := "topologies/default.yaml"
+	if topoPath != "" {
+		var err error
+		if t, err = topology.Load(topoPath); err != nil {
+			return nil, err
+		}
+		source = filepath.ToSlash(topoPath)
+	}
+	p, err := netip.ParsePrefix(subnet)
+	if err != nil {
+		return nil, fmt.Errorf("compose: --subnet: %w", err)
+	}
+	rel, err := filepath.Rel(filepath.Dir(file), dir)
+	if err != nil {
+		return nil, fmt.Errorf("compose: --config-dir: %w", err)
+	}
+	o := compose.Options{Subnet: p, ConfigDir: "./" + filepath.ToSlash(rel), Source: source}
+	if phones > 0 {
+		o.Traffic = &compose.Traffic{Phones: phones, CallRate: rate}
+	}
+	return compose.Generate(t, o)
+}
+
+// buildImage builds the lab image from static binaries (no base image: works offline).
+func buildImage(args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("imslab image", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	tag := fs.String("tag", compose.DefaultImage, "image tag")
+	repo := fs.String("repo", "", "repository root (default: found from the working directory)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dir := *repo
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		if dir, err = lab.FindRepo(wd); err != nil {
+			return err
+		}
+	}
+	log, err := obs.NewLogger(errOut, obs.LogConfig{}, "imslab")
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := compose.BuildImage(ctx, dir, *tag, log); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "built %s\n", *tag)
+	return nil
+}
