@@ -97,12 +97,17 @@ func (l *lab) hssHTTP() string     { return l.port(2) }
 func (l *lab) bac() string         { return l.port(10) }
 func (l *lab) icscf() string       { return l.port(20) }
 
-// startLab runs every node of the topology; the lab is stopped when the spec ends.
-func startLab() *lab {
+// startLab runs every node of the topology; the lab is stopped when the spec ends. edits change the topology
+// document first (e.g. a pool's scheme).
+func startLab(edits ...func(doc string) string) *lab {
 	base, err := testutil.FreeBlock(30)
 	Expect(err).NotTo(HaveOccurred())
 	dir := GinkgoT().TempDir()
-	topo, err := topology.Parse([]byte(testTopology(base)))
+	doc := testTopology(base)
+	for _, e := range edits {
+		doc = e(doc)
+	}
+	topo, err := topology.Parse([]byte(doc))
 	Expect(err).NotTo(HaveOccurred())
 	for _, d := range []string{"config", "logs", "events", "trace", "data"} {
 		Expect(os.MkdirAll(filepath.Join(dir, d), 0o755)).To(Succeed())

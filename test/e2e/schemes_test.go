@@ -1,0 +1,130 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/imslab/quasipool/internal/ue"
+)
+
+// withScheme sets the scheme of one pool ("pcscf" or "scscf") in the test topology.
+func withScheme(pool, scheme string) func(string) string {
+	return func(doc string) string {
+		return strings.Replace(doc, "  "+pool+": {size: 3,", "  "+pool+": {scheme: "+scheme+", size: 3,", 1)
+	}
+}
+
+// registerAll registers phones user<from>…user<from+n-1>.
+func registerAll(sctx context.Context, phones *ue.UE, from, n int) {
+	for i := from; i < from+n; i++ {
+		ctx, cancel := context.WithTimeout(sctx, 20*time.Second)
+		Expect(phones.Phone(fmt.Sprintf("user%04d", i)).Register(ctx)).To(Succeed())
+		cancel()
+	}
+}
+
+// tryCall places a call and returns its result, failed or not.
+func tryCall(sctx context.Context, phones *ue.UE, from, to string) ue.CallResult {
+	ctx, cancel := context.WithTimeout(sctx, 30*time.Second)
+	defer cancel()
+	res, _ := phones.Phone(from).Call(ctx, "sip:"+to+"@ims.test", 300*time.Millisecond)
+	return res
+}
+
+// pick returns a phone of 1..n whose registration names (or does not name) host.
+func pick(phones *ue.UE, n int, on bool, host func(ue.Registration) string, dead string) string {
+	for i := 1; i <= n; i++ {
+		u := fmt.Sprintf("user%04d", i)
+		if (shortName(host(phones.Phone(u).Registration())) == dead) == on {
+			return u
+		}
+	}
+	Fail(fmt.Sprintf("no phone with on=%v for %s", on, dead))
+	return ""
+}
+
+func pcscfOf(r ue.Registration) string { return r.PCSCF }
+func scscfOf(r ue.Registration) string { return r.SCSCF }
+
+var _ = Describe("Load sharing (no restoration)", Label("e2e"), func() {
+	It("after a P-CSCF kill: MT to its user fails, its MO call gets 504 with the restoration body, the phone registers again and calls succeed",
+		SpecTimeout(120*time.Second), func(sctx SpecContext) {
+			l := startLab(withScheme("pcscf", "load-sharing"), withScheme("scscf", "load-sharing"))
+			phones := startPhones(l.dns(), 1, 6, 50*time.Millisecond, 0)
+			registerAll(sctx, phones, 1, 6)
+			dead := shortName(phones.Phone("user0001").Registration().PCSCF)
+			victim := pick(phones, 6, true, pcscfOf, dead)
+			other := pick(phones, 6, false, pcscfOf, dead)
+			count := phones.Phone(victim).Registration().Count
+			l.kill(dead)
+
+			By("terminating: the survivor that " + dead + "'s per-host record leads to does not know " + victim)
+			mt := tryCall(sctx, phones, other, victim)
+			Expect(mt.Result).NotTo(Equal("ok"))
+			Expect(mt.Status).To(Equal(480))
+
+			By("originating: 504 with the restoration body, and the phone registers again at once")
+			mo := tryCall(sctx, phones, victim, other)
+			Expect(mo.Status).To(Equal(504))
+			Expect(hasAnyEvent(l, []string{"pcscf1", "pcscf2", "pcscf3"}, "restoration_504", map[string]any{"reason": "not registered here"})).To(BeTrue())
+			Eventually(func() int { return phones.Phone(victim).Registration().Count }).WithTimeout(20 * time.Second).
+				Should(BeNumerically(">", count), "the phone re-registered on the 504")
+			Expect(shortName(phones.Phone(victim).Registration().PCSCF)).NotTo(Equal(dead))
+			Expect(hasEvent(l.events("hss"), "cx_answer", map[string]any{"cmd": "LIR", "uat": float64(2)})).To(BeFalse(),
+				"no quasi-pool takeover query")
+
+			By("after the re-registration calls in both directions succeed")
+			Expect(tryCall(sctx, phones, victim, other).Result).To(Equal("ok"))
+			Expect(tryCall(sctx, phones, other, victim).Result).To(Equal("ok"))
+		})
+
+	It("after an S-CSCF kill: MT to its user fails until the user registers again (UAR UAT 2 picks a live S-CSCF)",
+		SpecTimeout(150*time.Second), func(sctx SpecContext) {
+			l := startLab(withScheme("pcscf", "load-sharing"), withScheme("scscf", "load-sharing"))
+			phones := startPhones(l.dns(), 1, 6, 50*time.Millisecond, 0)
+			registerAll(sctx, phones, 1, 6)
+			dead := shortName(phones.Phone("user0001").Registration().SCSCF)
+			victim := pick(phones, 6, true, scscfOf, dead)
+			other := pick(phones, 6, false, scscfOf, dead)
+			l.kill(dead)
+
+			By("terminating: the I-CSCF finds " + dead + " in the HSS, cannot reach it and takes no other S-CSCF")
+			for range 2 {
+				mt := tryCall(sctx, phones, other, victim)
+				Expect(mt.Result).NotTo(Equal("ok"))
+				Expect(mt.Status).To(Equal(504))
+			}
+			Expect(hasEvent(l.events("icscf"), "reselect", map[string]any{"cmd": "LIR"})).To(BeFalse())
+
+			By("originating: the P-CSCF cannot reach " + dead + " and answers 504 with the restoration body")
+			count := phones.Phone(victim).Registration().Count
+			mo := tryCall(sctx, phones, victim, other)
+			Expect(mo.Status).To(Equal(504))
+			Expect(hasAnyEvent(l, []string{"pcscf1", "pcscf2", "pcscf3"}, "restoration_504", map[string]any{"reason": "S-CSCF unreachable"})).To(BeTrue())
+
+			By("the phone registers again: UAR UAT 2 and a live S-CSCF; then it is reachable again")
+			Eventually(func() int { return phones.Phone(victim).Registration().Count }).WithTimeout(20 * time.Second).
+				Should(BeNumerically(">", count))
+			Expect(shortName(phones.Phone(victim).Registration().SCSCF)).NotTo(Equal(dead))
+			Expect(registrationOf(l.hssHTTP(), victim+"@ims.test")["server_name"]).NotTo(Equal("sip:" + dead + ".ims.test"))
+			Expect(tryCall(sctx, phones, other, victim).Result).To(Equal("ok"))
+			Expect(tryCall(sctx, phones, victim, other).Result).To(Equal("ok"))
+			Expect(hasEvent(l.events("hss"), "cx_answer", map[string]any{"cmd": "SAR", "sat": float64(3)})).To(BeFalse(),
+				"no S-CSCF restored a user from the HSS")
+		})
+})
+
+// hasAnyEvent reports an event of a kind with the given fields at any of the nodes.
+func hasAnyEvent(l *lab, nodes []string, kind string, fields map[string]any) bool {
+	for _, n := range nodes {
+		if hasEvent(l.events(n), kind, fields) {
+			return true
+		}
+	}
+	return false
+}
