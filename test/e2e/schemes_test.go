@@ -128,3 +128,44 @@ func hasAnyEvent(l *lab, nodes []string, kind string, fields map[string]any) boo
 	}
 	return false
 }
+
+var _ = Describe("N+1 (a cold spare)", Label("e2e"), func() {
+	It("gives the spare no users until a member fails, then the failed member's users as they register again",
+		SpecTimeout(150*time.Second), func(sctx SpecContext) {
+			l := startLab(withScheme("pcscf", "n-plus-1"), withScheme("scscf", "n-plus-1"))
+			phones := startPhones(l.dns(), 1, 6, 50*time.Millisecond, 0)
+			registerAll(sctx, phones, 1, 6)
+			for i := 1; i <= 6; i++ {
+				r := phones.Phone(fmt.Sprintf("user%04d", i)).Registration()
+				Expect(shortName(r.PCSCF)).NotTo(Equal("pcscf3"), "the spare P-CSCF gets no first registration")
+				Expect(shortName(r.SCSCF)).NotTo(Equal("scscf3"), "the spare S-CSCF gets no first registration")
+			}
+			deadP := shortName(phones.Phone("user0001").Registration().PCSCF)
+			deadS := shortName(phones.Phone("user0001").Registration().SCSCF)
+			other := ""
+			for i := 2; i <= 6 && other == ""; i++ {
+				r := phones.Phone(fmt.Sprintf("user%04d", i)).Registration()
+				if shortName(r.PCSCF) != deadP && shortName(r.SCSCF) != deadS {
+					other = fmt.Sprintf("user%04d", i)
+				}
+			}
+			if other == "" {
+				Skip("no phone on the other P-CSCF and S-CSCF (random registration spread)")
+			}
+			l.kill(deadP)
+			l.kill(deadS)
+
+			By("the spare has no data: user0001's call is refused with the restoration 504, and the phone registers again")
+			count := phones.Phone("user0001").Registration().Count
+			Expect(tryCall(sctx, phones, "user0001", other).Status).To(Equal(504))
+			Eventually(func() int { return phones.Phone("user0001").Registration().Count }).WithTimeout(30 * time.Second).
+				Should(BeNumerically(">", count))
+
+			By("the re-registration lands on the spares: " + deadP + "'s and " + deadS + "'s per-host records put them second")
+			r := phones.Phone("user0001").Registration()
+			Expect(shortName(r.PCSCF)).To(Equal("pcscf3"))
+			Expect(shortName(r.SCSCF)).To(Equal("scscf3"))
+			Expect(tryCall(sctx, phones, "user0001", other).Result).To(Equal("ok"))
+			Expect(tryCall(sctx, phones, other, "user0001").Result).To(Equal("ok"))
+		})
+})
