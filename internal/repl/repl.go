@@ -28,6 +28,8 @@ const (
 	OpPut    = "put"    // Key now has Data
 	OpDelete = "delete" // Key is gone
 	OpHello  = "hello"  // the sender (re)started: send it a full copy of your state; Key is its address
+
+	opReconnect = "reconnect" // internal, never sent: drop the connection to the peer and dial it again
 )
 
 // Message is one line on the wire.
@@ -150,7 +152,9 @@ func (r *Replicator) serve(ctx context.Context, c net.Conn) {
 		}
 		r.rec.Emit("repl_recv", map[string]any{"peer": m.From, "op": m.Op, "bytes": len(sc.Bytes()) + 1})
 		if m.Op == OpHello {
-			// The peer started (empty): a full copy of our state to it (Key is its replication address).
+			// The peer started (empty): a full copy of our state to it (Key is its replication address), on a
+			// new connection (the old one went to the process that died).
+			r.enqueue(m.Key, Message{Op: opReconnect})
 			r.fullCopy(m.Key)
 			continue
 		}
@@ -209,6 +213,13 @@ func (r *Replicator) sender(ctx context.Context, p *peerConn) {
 		case <-ctx.Done():
 			return
 		case m := <-p.queue:
+			if m.Op == opReconnect {
+				if p.conn != nil {
+					_ = p.conn.Close()
+					p.conn = nil
+				}
+				continue
+			}
 			r.send(p, m)
 		}
 	}

@@ -169,3 +169,68 @@ var _ = Describe("N+1 (a cold spare)", Label("e2e"), func() {
 			Expect(tryCall(sctx, phones, other, "user0001").Result).To(Equal("ok"))
 		})
 })
+
+// countEvents counts the events of a kind with the given fields over nodes.
+func countEvents(l *lab, nodes []string, kind string, fields map[string]any) int {
+	n := 0
+	for _, node := range nodes {
+		for _, e := range l.events(node) {
+			if e["kind"] != kind {
+				continue
+			}
+			match := true
+			for k, v := range fields {
+				if e[k] != v {
+					match = false
+				}
+			}
+			if match {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+var _ = Describe("Pool with state replication (pool-sync)", Label("e2e"), func() {
+	It("copies every registration to the other members, which serve the users of a dead P-CSCF and S-CSCF without a re-registration",
+		SpecTimeout(150*time.Second), func(sctx SpecContext) {
+			l := startLab(withScheme("pcscf", "pool-sync"), withScheme("scscf", "pool-sync"))
+			phones := startPhones(l.dns(), 1, 6, 50*time.Millisecond, 0)
+			registerAll(sctx, phones, 1, 6)
+			pcscfs, scscfs := []string{"pcscf1", "pcscf2", "pcscf3"}, []string{"scscf1", "scscf2", "scscf3"}
+			Eventually(func() int { return countEvents(l, pcscfs, "repl_send", map[string]any{"op": "put"}) }).
+				Should(Equal(12), "each P-CSCF registration goes to the two other members")
+			Eventually(func() int { return countEvents(l, scscfs, "repl_send", map[string]any{"op": "put"}) }).
+				Should(Equal(12), "each S-CSCF registration goes to the two other members")
+
+			r := phones.Phone("user0001").Registration()
+			deadP, deadS := shortName(r.PCSCF), shortName(r.SCSCF)
+			other := ""
+			for i := 2; i <= 6 && other == ""; i++ {
+				r := phones.Phone(fmt.Sprintf("user%04d", i)).Registration()
+				if shortName(r.PCSCF) != deadP && shortName(r.SCSCF) != deadS {
+					other = fmt.Sprintf("user%04d", i)
+				}
+			}
+			if other == "" {
+				Skip("no phone on the other P-CSCF and S-CSCF (random registration spread)")
+			}
+			l.kill(deadP)
+			l.kill(deadS)
+
+			By("both directions succeed at once through members holding copies")
+			Expect(tryCall(sctx, phones, "user0001", other).Result).To(Equal("ok"))
+			Expect(tryCall(sctx, phones, other, "user0001").Result).To(Equal("ok"))
+			Expect(phones.Phone("user0001").Registration().Count).To(Equal(r.Count), "no re-registration")
+			Expect(hasEvent(l.events("hss"), "cx_answer", map[string]any{"cmd": "LIR", "uat": float64(2)})).To(BeFalse())
+			Expect(hasEvent(l.events("hss"), "cx_answer", map[string]any{"cmd": "SAR", "sat": float64(3)})).To(BeFalse())
+
+			By("a restarted member says hello and gets a full copy from each peer")
+			before := countEvents(l, []string{deadS}, "repl_recv", map[string]any{"op": "put"})
+			l.start(deadS)
+			Eventually(func() int {
+				return countEvents(l, []string{deadS}, "repl_recv", map[string]any{"op": "put"}) - before
+			}).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 2*6), "6 users from each of the 2 peers")
+		})
+})
