@@ -234,3 +234,44 @@ var _ = Describe("Pool with state replication (pool-sync)", Label("e2e"), func()
 			}).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 2*6), "6 users from each of the 2 peers")
 		})
 })
+
+var _ = Describe("1+1 active-standby", Label("e2e"), func() {
+	It("runs a standby per member that holds its member's state and takes over its DNS entry",
+		SpecTimeout(150*time.Second), func(sctx SpecContext) {
+			l := startLab(withScheme("pcscf", "active-standby"), withScheme("scscf", "active-standby"))
+			Expect(l.procs).To(HaveKey("pcscf1b"))
+			Expect(l.procs).To(HaveKey("scscf3b"))
+			phones := startPhones(l.dns(), 1, 6, 50*time.Millisecond, 0)
+			registerAll(sctx, phones, 1, 6)
+			for i := 1; i <= 6; i++ {
+				r := phones.Phone(fmt.Sprintf("user%04d", i)).Registration()
+				Expect(r.PCSCF).NotTo(ContainSubstring("b."), "standbys get no registration of their own")
+				Expect(r.SCSCF).NotTo(ContainSubstring("b."))
+			}
+			r := phones.Phone("user0001").Registration()
+			deadP, deadS := shortName(r.PCSCF), shortName(r.SCSCF)
+			Eventually(func() int { return countEvents(l, []string{deadP}, "repl_send", map[string]any{"op": "put", "peer": l.topo.ReplicationPeers(deadP)[0]}) }).
+				Should(BeNumerically(">=", 1), "the member copies its registrations to its standby only")
+			other := ""
+			for i := 2; i <= 6 && other == ""; i++ {
+				r := phones.Phone(fmt.Sprintf("user%04d", i)).Registration()
+				if shortName(r.PCSCF) != deadP && shortName(r.SCSCF) != deadS {
+					other = fmt.Sprintf("user%04d", i)
+				}
+			}
+			if other == "" {
+				Skip("no phone on the other P-CSCF and S-CSCF (random registration spread)")
+			}
+			l.kill(deadP)
+			l.kill(deadS)
+
+			By("the standbys " + deadP + "b and " + deadS + "b serve both directions without a re-registration")
+			mo := tryCall(sctx, phones, "user0001", other)
+			Expect(mo.Result).To(Equal("ok"))
+			Expect(mo.PCSCF).To(Equal(deadP + "b.ims.test"))
+			mt := tryCall(sctx, phones, other, "user0001")
+			Expect(mt.Result).To(Equal("ok"))
+			Expect(phones.Phone("user0001").Registration().Count).To(Equal(r.Count), "no re-registration")
+			Expect(countEvents(l, []string{deadS + "b"}, "sip_tx", map[string]any{"method": "INVITE"})).To(BeNumerically(">=", 2))
+		})
+})
