@@ -171,9 +171,10 @@ func rendezvous(user, host string) uint64 {
 }
 
 // toSCSCF forwards to one S-CSCF and to it only: the priority-1 target of its per-host record. Failing over to
-// another S-CSCF is the I-CSCF's decision (UAT 2 query), not DNS's.
-func (n *Node) toSCSCF(ctx context.Context, stx sip.ServerTransaction, out *sip.Request, host string, route []string) sipx.Outcome {
-	if n.cfg.SCSCFFailover {
+// another S-CSCF is the I-CSCF's decision (UAT 2 query), not DNS's; except with failover (SCSCFFailover, for
+// requests other than REGISTER), where the per-host record leads to a member holding a replicated copy.
+func (n *Node) toSCSCF(ctx context.Context, stx sip.ServerTransaction, out *sip.Request, host string, route []string, failover bool) sipx.Outcome {
+	if failover {
 		o := out.Clone()
 		if route != nil {
 			sipx.PrependRoute(o, sipx.RouteURI("", host, route...))

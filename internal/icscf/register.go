@@ -87,7 +87,9 @@ func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
 			continue
 		}
 		tried[host] = true
-		last = n.toSCSCF(ctx, stx, out, host, nil)
+		// No DNS failover for REGISTER, even with replication: the challenge and the answer must reach the same
+		// S-CSCF, which the UAR UAT 2 re-selection (rendezvous-ranked) guarantees and a random SRV walk does not.
+		last = n.toSCSCF(ctx, stx, out, host, nil, false)
 		if !last.Retryable() {
 			n.px.Finish(stx, req, last)
 			return

@@ -103,7 +103,7 @@ func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
 			continue
 		}
 		tried[host] = true
-		last = n.toSCSCF(ctx, stx, out, host, append([]string{}, flags...))
+		last = n.toSCSCF(ctx, stx, out, host, append([]string{}, flags...), n.cfg.SCSCFFailover)
 		if !last.Retryable() {
 			n.px.Finish(stx, req, last)
 			return

@@ -226,6 +226,13 @@ var _ = Describe("Pool with state replication (pool-sync)", Label("e2e"), func()
 			Expect(hasEvent(l.events("hss"), "cx_answer", map[string]any{"cmd": "LIR", "uat": float64(2)})).To(BeFalse())
 			Expect(hasEvent(l.events("hss"), "cx_answer", map[string]any{"cmd": "SAR", "sat": float64(3)})).To(BeFalse())
 
+			By("re-registration: the I-CSCF re-selects (UAR UAT 2) instead of a random DNS walk, so challenge and answer meet")
+			rctx, cancel := context.WithTimeout(sctx, 20*time.Second)
+			defer cancel()
+			Expect(phones.Phone("user0001").Register(rctx)).To(Succeed())
+			Expect(registrationOf(l.hssHTTP(), "user0001@ims.test")["server_name"]).NotTo(Equal("sip:" + deadS + ".ims.test"))
+			Expect(tryCall(sctx, phones, other, "user0001").Result).To(Equal("ok"))
+
 			By("a restarted member says hello and gets a full copy from each peer")
 			before := countEvents(l, []string{deadS}, "repl_recv", map[string]any{"op": "put"})
 			l.start(deadS)
