@@ -18,24 +18,17 @@ import (
 	"github.com/imslab/quasipool/internal/topology"
 )
 
-// Defaults of the committed compose lab (docker-compose.yml at the repository root).
-const (
-	defaultComposeFile = "docker-compose.yml"
-	defaultComposeDir  = "deploy/compose"
-	defaultPhones      = 20
-	defaultCallRate    = 1.0
-)
-
 // generateCompose writes (or, with --check, verifies) the compose lab generated from a topology.
 func generateCompose(args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("imslab compose", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	topoPath := fs.String("topology", "", "topology file (default: the embedded default topology)")
-	file := fs.String("file", defaultComposeFile, "compose file to write")
-	dir := fs.String("config-dir", defaultComposeDir, "directory of the node configurations (mounted at /lab)")
-	subnet := fs.String("subnet", compose.DefaultSubnet.String(), "the lab network, an IPv4 /24 (node addresses in docs/compose.md)")
-	phones := fs.Int("phones", defaultPhones, "phones of the traffic service (0 = no traffic service)")
-	rate := fs.Float64("call-rate", defaultCallRate, "calls per second of the traffic service")
+	def := compose.DefaultOptions()
+	file := fs.String("file", compose.CommittedFile, "compose file to write")
+	dir := fs.String("config-dir", compose.CommittedDir, "directory of the node configurations (mounted at /lab)")
+	subnet := fs.String("subnet", def.Subnet.String(), "the lab network, an IPv4 /24 (node addresses in docs/compose.md)")
+	phones := fs.Int("phones", def.Traffic.Phones, "phones of the traffic service (0 = no traffic service)")
+	rate := fs.Float64("call-rate", def.Traffic.CallRate, "calls per second of the traffic service")
 	check := fs.Bool("check", false, "write nothing; exit 1 naming the files that differ from what would be generated")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -47,6 +47,20 @@ const (
 	NetworkName = "lab"
 )
 
+// The committed lab: docker-compose.yml at the repository root and its configuration directory, generated from
+// the default topology with DefaultOptions (imslab compose).
+const (
+	CommittedFile = "docker-compose.yml"
+	CommittedDir  = "deploy/compose"
+)
+
+// DefaultOptions are the options of the committed lab: the default subnet, the traffic service with 20 phones
+// calling at 1 call/s, the named data volume.
+func DefaultOptions() Options {
+	return Options{Subnet: DefaultSubnet, ConfigDir: "./" + CommittedDir, Source: "topologies/default.yaml",
+		Traffic: &Traffic{Phones: 20, CallRate: 1}}
+}
+
 // Traffic configures the traffic service: simulated phones registering and calling through the BAC.
 type Traffic struct {
 	Phones   int     // user0001…
@@ -375,4 +389,13 @@ func (l *Bundle) Stale(composePath, configDir string) []string {
 		}
 	}
 	return out
+}
+
+// MustDefault is the committed lab (Generate of the default topology with DefaultOptions).
+func MustDefault() *Bundle {
+	b, err := Generate(topology.Default(), DefaultOptions())
+	if err != nil {
+		panic("compose: default lab: " + err.Error())
+	}
+	return b
 }

@@ -22,6 +22,8 @@ const (
 	hostICSCF   = 5
 	hostPCSCF   = 10 // + member index: pcscf1 .11 … pcscf8 .18
 	hostSCSCF   = 20 // + member index: scscf1 .21 … scscf8 .28
+	hostPCSCFb  = 30 // + member index: the standbys of an active-standby pool, pcscf1b .31 …
+	hostSCSCFb  = 40 // + member index: scscf1b .41 …
 	hostTraffic = 100
 )
 
@@ -41,15 +43,21 @@ func (t *Topology) ForContainers(subnet netip.Prefix) (*Topology, error) {
 	c.BAC.Address, c.BAC.Port = ContainerAddr(subnet, hostBAC).String(), ContainerSIPPort
 	c.ICSCF.Address, c.ICSCF.Port = ContainerAddr(subnet, hostICSCF).String(), ContainerSIPPort
 	for _, p := range []struct {
-		pool *Pool
-		base int
-	}{{&c.Pools.PCSCF, hostPCSCF}, {&c.Pools.SCSCF, hostSCSCF}} {
+		pool          *Pool
+		base, standby int
+	}{{&c.Pools.PCSCF, hostPCSCF, hostPCSCFb}, {&c.Pools.SCSCF, hostSCSCF, hostSCSCFb}} {
 		addrs := make([]string, p.pool.Size)
 		for i := range addrs {
 			addrs[i] = ContainerAddr(subnet, p.base+i+1).String()
 		}
 		p.pool.Address, p.pool.Addresses = "", addrs
 		p.pool.BasePort, p.pool.Port = 0, ContainerSIPPort
+		p.pool.StandbyAddresses = nil
+		if p.pool.SchemeOf() == SchemeActiveStandby {
+			for i := range p.pool.Size {
+				p.pool.StandbyAddresses = append(p.pool.StandbyAddresses, ContainerAddr(subnet, p.standby+i+1).String())
+			}
+		}
 	}
 	if c.Overrides != nil {
 		ov := make(map[string]Override, len(c.Overrides))
