@@ -58,7 +58,9 @@ type Dir struct {
 	TakenOver      *float64 `json:"taken_over_before_reregistration,omitempty"`
 	UsersAttempted int      `json:"users_attempted"`
 	Attempts       int      `json:"attempts"`
-	Failed         int      `json:"failed"` // affected users' calls after the fault that failed
+	// Failed: affected users' calls in this direction after the fault that failed; for MT including the calls
+	// that never reached the phone (report: mt.not_delivered).
+	Failed int `json:"failed"`
 	// ReregGapP50S: median over the affected users with both of |first successful call − next
 	// re-registration| (s): near 0 when service only comes back with the re-registration.
 	ReregGapP50S *float64 `json:"rereg_gap_p50_s,omitempty"`
@@ -120,7 +122,8 @@ func RowOf(v Variant, active [2]int, runDir string, s *report.Summary, o *scenar
 
 func dirOf(d report.Direction, users []report.UserKPI, interruption func(report.UserKPI) *float64) Dir {
 	out := Dir{InterruptionS: d.InterruptionS, TakenOver: d.TakenOverBeforeReregistration,
-		UsersAttempted: d.UsersAttempted, Attempts: d.Attempts, Failed: d.Attempts - d.Succeeded}
+		UsersAttempted: d.UsersAttempted, Attempts: d.Attempts + d.NotDelivered,
+		Failed: d.Attempts - d.Succeeded + d.NotDelivered}
 	var gaps []float64
 	for _, u := range users {
 		if i := interruption(u); i != nil && u.ReregS != nil {

@@ -255,7 +255,31 @@ func (a *analysis) direction(r *run, dir string) Direction {
 	d.TakenOverBeforeReregistration = ratio(d.AffectedUsersWithSuccess, d.UsersAttempted)
 	d.InterruptionS = percentiles(interruptions)
 	a.firstOK[dir] = firstOK
+	if dir == "mt" {
+		d.NotDelivered = a.notDelivered(r)
+	}
 	return d
+}
+
+// notDelivered counts calls to affected users, started at or after the callee's fault, that failed at the caller
+// and have no record at the callee.
+func (a *analysis) notDelivered(r *run) int {
+	reached := map[string]bool{}
+	for _, x := range r.records {
+		if x.Type == "call" && x.Direction == "mt" && x.CallID != "" {
+			reached[x.CallID] = true
+		}
+	}
+	n := 0
+	for _, x := range r.records {
+		if x.Type != "call" || x.Direction != "mo" || x.ok() || reached[x.CallID] {
+			continue
+		}
+		if u, ok := a.affected[x.To]; ok && x.TNs >= u.t0Ns {
+			n++
+		}
+	}
+	return n
 }
 
 func (a *analysis) cx(r *run) {

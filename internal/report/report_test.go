@@ -194,6 +194,7 @@ var _ = Describe("Build", Label("unit"), func() {
 		It("counts the signalling per affected and per other user after the fault", func() {
 			Expect(s.Signalling).NotTo(BeNil())
 			Expect(s.Signalling.OtherUsers).To(Equal(3))
+			Expect(s.MT.NotDelivered).To(Equal(1), "c5 to user 1 got 408 before reaching its phone")
 			Expect(s.Signalling.SIPPerAffectedUser).To(BeNumerically(">", 0), "the MO takeover call's messages")
 		})
 

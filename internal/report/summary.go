@@ -84,6 +84,9 @@ type Direction struct {
 	TakenOverBeforeReregistration *float64 `json:"taken_over_before_reregistration,omitempty"`
 	// InterruptionS: per affected user with a successful call after the fault, fault → start of that call.
 	InterruptionS *Percentiles `json:"interruption_s,omitempty"`
+	// NotDelivered (MT only): calls to affected users started after their fault that failed without reaching the
+	// callee's phone (a caller's record with no callee record), which Attempts cannot count.
+	NotDelivered int `json:"not_delivered,omitempty"`
 }
 
 // Percentiles are nearest-rank percentiles of a sample.
