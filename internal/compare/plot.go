@@ -134,7 +134,7 @@ func plotInterruptionCDF(dir string, rows []Row, sums map[string]*report.Summary
 // re-registration puts its users on the diagonal; a real-time takeover puts them near the x axis.
 func plotReregScatter(rows []Row, sums map[string]*report.Summary) ([]byte, error) {
 	p := plot.New()
-	p.Title.Text = "MT interruption vs. time to the next re-registration (one point per affected user)"
+	p.Title.Text = "MT interruption vs. next re-registration, per affected user"
 	p.X.Label.Text = "fault → next re-registration (s)"
 	p.Y.Label.Text = "fault → first answered MT call (s)"
 	p.X.Min, p.Y.Min = 0, 0
