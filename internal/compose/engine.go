@@ -83,7 +83,9 @@ func (e *Engine) do(ctx context.Context, method, path string, q url.Values, out 
 }
 
 // Ping checks that the engine answers.
-func (e *Engine) Ping(ctx context.Context) error { return e.do(ctx, http.MethodGet, "/_ping", nil, nil) }
+func (e *Engine) Ping(ctx context.Context) error {
+	return e.do(ctx, http.MethodGet, "/_ping", nil, nil)
+}
 
 // Container is what the lab needs of a container.
 type Container struct {

@@ -14,8 +14,8 @@ package compose
 import (
 	"bytes"
 	"fmt"
-	"net/netip"
 	"maps"
+	"net/netip"
 	"os"
 	"path"
 	"path/filepath"

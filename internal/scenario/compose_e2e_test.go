@@ -1,0 +1,86 @@
+package scenario_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/imslab/quasipool/internal/lab"
+	"github.com/imslab/quasipool/internal/report"
+	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/testutil"
+)
+
+// The compose backend runs the shipped pcscf-kill scenario (shortened like the local ones) against a lab of
+// containers: the same expectations must hold, the run directory has the same shape, and the capture of the lab
+// network decodes.
+var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
+	It("runs pcscf-kill against containers and meets the same expectations as the local run", func(ctx SpecContext) {
+		testutil.RequireDocker(ctx)
+		wd, err := os.Getwd()
+		Expect(err).NotTo(HaveOccurred())
+		repo, err := lab.FindRepo(wd)
+		Expect(err).NotTo(HaveOccurred())
+		file := filepath.Join(repo, "scenarios", "pcscf-kill.yaml")
+		sc, err := scenario.Load(file)
+		Expect(err).NotTo(HaveOccurred())
+		shorten(sc, freeBlock(11)) // the ports do not matter: the compose lab lays the topology out on its own network
+
+		dir := filepath.Join(GinkgoT().TempDir(), "run")
+		var sum *report.Summary
+		var out strings.Builder
+		o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, RepoDir: repo,
+			Backend: scenario.BackendCompose, BuildImage: true, Progress: 4 * time.Second, GracePeriod: 2 * time.Second},
+			scenario.WithOutput(&out),
+			scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+			scenario.WithReportBuilder(func(runDir string) (scenario.Metrics, error) {
+				s, err := report.Build(runDir)
+				sum = s
+				return s, err
+			}))
+		GinkgoWriter.Println(out.String())
+		Expect(err).NotTo(HaveOccurred(), out.String())
+		Expect(o.Passed).To(BeTrue(), out.String())
+		Expect(out.String()).To(ContainSubstring("compose backend"))
+
+		// The same run directory as the local backend.
+		for _, f := range []string{"summary.json", "calls.csv", "events.jsonl", "report.md", "report.html", "trace.pcap",
+			"scenario.json", "records.jsonl", "logs/pcscf2.log", "events/lab.jsonl", "trace/bac.jsonl"} {
+			Expect(filepath.Join(dir, f)).To(BeAnExistingFile())
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "scenario.json"))
+		Expect(err).NotTo(HaveOccurred())
+		var sj struct{ Backend string }
+		Expect(json.Unmarshal(b, &sj)).To(Succeed())
+		Expect(sj.Backend).To(Equal("compose"))
+		Expect(sum.AffectedUsers).To(BeNumerically(">", 0))
+		Expect(sum.TimeToDetectS).To(HaveKey("bac"))
+		GinkgoWriter.Printf("compose backend: detect %v, MO interruption %+v, MT interruption %+v\n",
+			sum.TimeToDetectS, sum.MO.InterruptionS, sum.MT.InterruptionS)
+
+		// The capture of the lab network has the takeover: an INVITE sent with restore=1 and an LIR with
+		// User-Authorization-Type 2 (SPEC §4.1), between containers.
+		capture := filepath.Join(dir, "capture.pcap")
+		Expect(capture).To(BeAnExistingFile())
+		if _, err := exec.LookPath("tshark"); err != nil {
+			if os.Getenv("IMSLAB_REQUIRE_TSHARK") != "" {
+				Fail("tshark not found and IMSLAB_REQUIRE_TSHARK is set")
+			}
+			Skip("tshark not found: the capture is not decoded")
+		}
+		decoded := func(filter string) string {
+			out, err := exec.CommandContext(ctx, "tshark", "-n", "-r", capture, "-Y", filter, "-c", "3").CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), string(out))
+			return string(out)
+		}
+		Expect(decoded(`sip.Method == "INVITE" && sip.r-uri contains "restore=1" || sip.Route contains "restore=1"`)).NotTo(BeEmpty())
+		Expect(decoded("diameter.cmd.code == 302 && diameter.User-Authorization-Type == 2")).NotTo(BeEmpty())
+	}, NodeTimeout(6*time.Minute))
+})
