@@ -194,7 +194,7 @@ func (p *Phone) Call(ctx context.Context, to string, hold time.Duration) (CallRe
 	hosts.fill(p.hosts())
 	rec.PCSCF, rec.SCSCF = hosts.pcscf, hosts.scscf
 	if isRestoration504(final) {
-		p.onRestoration(rec.CallID)
+		p.onRestoration(rec.CallID, start)
 	}
 
 	if final != nil && final.IsSuccess() {

@@ -163,9 +163,14 @@ func (f *fakeBAC) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	switch req.Recipient.User {
-	case "restoration", "plain504": // a core without the caller's state (TS 24.229 restoration body), or a bare 504
+	case "restoration", "plain504", "late-restoration": // a core without the caller's state (TS 24.229 restoration
+		// body), a bare 504, or the restoration 504 after a second
+		if req.Recipient.User == "late-restoration" {
+			_ = tx.Respond(sip.NewResponseFromRequest(req, 100, "Trying", nil))
+			time.Sleep(time.Second)
+		}
 		res := sip.NewResponseFromRequest(req, 504, "Server Time-out", nil)
-		if req.Recipient.User == "restoration" {
+		if req.Recipient.User != "plain504" {
 			res.SetBody([]byte(`<?xml version="1.0"?><ims-3gpp version="1"><alternative-service><type>restoration</type>` +
 				`<reason>not registered here</reason><action>initial-registration</action></alternative-service></ims-3gpp>`))
 			ct := sip.ContentTypeHeader("application/3gpp-ims+xml")

@@ -38,7 +38,10 @@ type Phone struct {
 	regTag    string
 	cseq      uint32
 	expiresAt time.Time
-	reg       Registration
+	// registeredAt is when the last registration procedure succeeded (a restoration 504 to a request sent
+	// before it is stale).
+	registeredAt time.Time
+	reg          Registration
 	refresh   *time.Timer
 }
 
@@ -149,6 +152,7 @@ func (p *Phone) register(ctx context.Context, kind string) error {
 	case err == nil:
 		granted := p.grantedExpires(res, expires)
 		p.expiresAt = start.Add(time.Duration(granted) * time.Second)
+		p.registeredAt = time.Now()
 		hosts := registerHosts(res)
 		p.reg = Registration{Expires: time.Duration(granted) * time.Second, ExpiresAt: p.expiresAt,
 			CallID: p.regCallID, CSeq: p.cseq, ServiceRoute: headerList(res, "Service-Route"),

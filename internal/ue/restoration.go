@@ -3,6 +3,7 @@ package ue
 import (
 	"encoding/xml"
 	"strings"
+	"time"
 
 	"github.com/emiago/sipgo/sip"
 )
@@ -43,12 +44,20 @@ func isRestoration504(res *sip.Response) bool {
 	return strings.TrimSpace(doc.Type) == "restoration" && strings.TrimSpace(doc.Action) == "initial-registration"
 }
 
-// onRestoration reacts to a restoration 504 for one of the phone's requests: with RestorationReregister it
-// starts one initial registration (a new Call-ID) unless one is already on its way.
-func (p *Phone) onRestoration(callID string) {
+// onRestoration reacts to a restoration 504 for one of the phone's requests, sent at sent: with
+// RestorationReregister it starts one initial registration (a new Call-ID) unless one is already on its way or
+// one succeeded after the request was sent (the 504 answers the state before it).
+func (p *Phone) onRestoration(callID string, sent time.Time) {
 	u := p.ue
-	u.events.Emit("restoration_504", map[string]any{"impu": p.impu, "call_id": callID, "action": u.cfg.OnRestoration504})
-	if u.cfg.OnRestoration504 != RestorationReregister || !p.restoring.CompareAndSwap(false, true) {
+	p.mu.Lock()
+	stale := p.registeredAt.After(sent)
+	p.mu.Unlock()
+	action := u.cfg.OnRestoration504
+	if stale {
+		action = "none (registered again since)"
+	}
+	u.events.Emit("restoration_504", map[string]any{"impu": p.impu, "call_id": callID, "action": action})
+	if stale || u.cfg.OnRestoration504 != RestorationReregister || !p.restoring.CompareAndSwap(false, true) {
 		return
 	}
 	if !u.goBackground(func() {

@@ -321,6 +321,18 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 				"a 504 without the restoration body is only a failed call")
 		}, SpecTimeout(20*time.Second))
 
+		It("does not register again for a 504 to a call placed before the phone last registered", func(ctx SpecContext) {
+			u := startUE(manual())
+			p := u.Phone("user0001")
+			Expect(p.Register(ctx)).To(Succeed())
+			done := make(chan ue.CallResult, 1)
+			go func() { res, _ := p.Call(ctx, "late-restoration", time.Second); done <- res }()
+			time.Sleep(200 * time.Millisecond) // the INVITE is out; the phone registers again before the answer
+			Expect(p.Register(ctx)).To(Succeed())
+			Eventually(done, 5*time.Second).Should(Receive(HaveField("Status", 504)))
+			Consistently(func() []seenRegister { return fake.registersOf("user0001") }, "700ms").Should(HaveLen(4))
+		}, SpecTimeout(20*time.Second))
+
 		It("is only a failed call with on_restoration_504: ignore", func(ctx SpecContext) {
 			cfg := manual()
 			cfg.OnRestoration504 = ue.RestorationIgnore
