@@ -185,6 +185,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.summaries[v.Name] = s
 		}
 		fmt.Fprintf(out, "== %s done in %s: %s\n", v.Name, time.Since(began).Round(time.Second), row.Line())
+		for _, w := range row.Warnings {
+			fmt.Fprintf(out, "== %s: warning: %s\n", v.Name, w)
+		}
 	}
 	if err := Write(cfg.OutDir, res); err != nil {
 		return res, err

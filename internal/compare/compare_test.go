@@ -282,3 +282,15 @@ var _ = Describe("phone options", Label("unit"), func() {
 		Expect(c.Traffic.OnRestoration504).To(Equal("reregister"))
 	})
 })
+
+var _ = Describe("a variant the run did not apply", Label("unit"), func() {
+	It("warns when phones re-registered on a 504 under ignore-504", func() {
+		v, _ := compare.ParseVariant("load-sharing+ignore-504")
+		s := fixture("load-sharing")
+		s.Registrations.ByKind = map[string]int{"restoration": 7}
+		r := compare.RowOf(v, [2]int{3, 3}, "x", s, nil, nil)
+		Expect(r.Warnings).To(ConsistOf(ContainSubstring("registered 7 times")))
+		v, _ = compare.ParseVariant("load-sharing")
+		Expect(compare.RowOf(v, [2]int{3, 3}, "x", s, nil, nil).Warnings).To(BeEmpty())
+	})
+})

@@ -1,7 +1,9 @@
 package compare
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/imslab/quasipool/internal/report"
@@ -48,6 +50,9 @@ type Row struct {
 	ExpectationsOK   int                `json:"expectations_ok"`
 	ExpectationsAll  int                `json:"expectations_all"`
 	ExpectationsMiss []string           `json:"expectations_missed,omitempty"`
+	// Warnings: the run does not look like the variant asked for (e.g. phones re-registering on a 504 under
+	// ignore-504).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Dir holds one direction's columns.
@@ -117,6 +122,10 @@ func RowOf(v Variant, active [2]int, runDir string, s *report.Summary, o *scenar
 		r.ReplMessagesRun, r.ReplBytesRun = sg.ReplMessages, sg.ReplBytes
 	}
 	r.SetupNormalMs, r.SetupTakeoverMs = s.SetupLatencyMs.Normal, s.SetupLatencyMs.Takeover
+	if n := s.Registrations.ByKind["restoration"]; n > 0 && slices.Contains(v.Options, "ignore-504") {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the phones registered %d times on a 504 restoration answer "+
+			"although the variant has ignore-504: this run did not apply traffic.on_restoration_504", n))
+	}
 	return r
 }
 

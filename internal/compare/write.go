@@ -355,6 +355,11 @@ func markdown(res *Result, figs []figure) string {
 	if none {
 		b.WriteString("- none\n")
 	}
+	for _, r := range res.Rows {
+		for _, w := range r.Warnings {
+			fmt.Fprintf(&b, "\n**Warning, %s**: %s\n", r.Variant, w)
+		}
+	}
 	b.WriteString("\n## Figures\n\n")
 	for _, f := range figs {
 		fmt.Fprintf(&b, "### %s\n\n![%s](%s)\n\n%s\n\n", f.title, f.title, filepath.ToSlash(f.file), f.caption)
@@ -409,7 +414,13 @@ func htmlDoc(res *Result, figs []figure) string {
 	if none {
 		b.WriteString("<li>none</li>\n")
 	}
-	b.WriteString("</ul>\n<h2>Figures</h2>\n")
+	b.WriteString("</ul>\n")
+	for _, r := range res.Rows {
+		for _, w := range r.Warnings {
+			fmt.Fprintf(&b, "<p><b>Warning, %s</b>: %s</p>\n", e(r.Variant), e(w))
+		}
+	}
+	b.WriteString("<h2>Figures</h2>\n")
 	for _, f := range figs {
 		svg := f.svg
 		if i := strings.Index(svg, "<svg"); i > 0 {
