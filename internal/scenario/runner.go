@@ -427,6 +427,7 @@ func (r *runner) startPhones(ctx context.Context, runDir string, seed int64, dns
 	cfg.CallRate, cfg.HoldTime, cfg.CallTimeout = t.CallRate, t.Hold, t.CallTimeout
 	cfg.ProbeInterval = t.ProbeInterval
 	cfg.Mix = t.Mix
+	cfg.OnRestoration504 = t.OnRestoration504
 	cfg.Deregister = true
 	cfg.Seed = seed
 	cfg.RecordsFile = filepath.Join(runDir, "records.jsonl")
