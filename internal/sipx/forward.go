@@ -90,11 +90,14 @@ func (o Outcome) Succeeded() bool { return o.Final != nil && o.Final.IsSuccess()
 
 // Retryable reports an outcome after which another hop may be tried: no provisional relayed, and no final
 // response or a 408/503/504.
+//
+// A 504 with the 3GPP restoration body (IsRestoration) is not retried: it is the network's answer for this user
+// (no member holds its registration; the phone must register again), and every other member would give it too.
 func (o Outcome) Retryable() bool {
 	if o.Relayed || o.Cancelled {
 		return false
 	}
-	return o.Final == nil || Retryable(o.Final.StatusCode)
+	return o.Final == nil || Retryable(o.Final.StatusCode) && !IsRestoration(o.Final)
 }
 
 // Retryable reports the status codes that send a request to the next target.
@@ -226,7 +229,7 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 				f.health.TransactionFailed(t, failureReason(err))
 			}
 			continue
-		case Retryable(res.StatusCode):
+		case Retryable(res.StatusCode) && !IsRestoration(res):
 			if f.health != nil && f.cfg.DownOn5xx {
 				f.health.TransactionFailed(t, strconv.Itoa(res.StatusCode))
 			}

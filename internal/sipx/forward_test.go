@@ -126,6 +126,33 @@ var _ = Describe("Forwarder", Label("integration"), func() {
 		Expect(ok.count()).To(BeZero())
 	})
 
+	It("does not retry a 504 with the 3GPP restoration body: the phone must register again", SpecTimeout(10*time.Second), func(sctx SpecContext) {
+		ep, err := sipx.NewEndpoint("peer.test", "127.0.0.1:0", slog.New(slog.NewTextHandler(GinkgoWriter, nil)))
+		Expect(err).NotTo(HaveOccurred())
+		ep.Server.OnRequest(sip.MESSAGE, func(req *sip.Request, tx sip.ServerTransaction) {
+			res := sip.NewResponseFromRequest(req, 504, "Server Time-out", sipx.RestorationBody(sipx.ReasonNotRegisteredHere))
+			ct := sip.ContentTypeHeader(sipx.ContentType3GPPIMS)
+			res.AppendHeader(&ct)
+			_ = tx.Respond(res)
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		DeferCleanup(cancel)
+		go func() { _ = ep.Serve(ctx) }()
+		Eventually(ep.Listening()).Should(BeClosed())
+		plain504, ok := startPeer(504), startPeer(200)
+		res := pool.NewStaticResolver().SetSRV("_sip._udp.x.ims.test",
+			pool.Target{Name: "a", Addr: plain504.addr, Priority: 1, Weight: 10},
+			pool.Target{Name: "b", Addr: ep.Addr, Priority: 2, Weight: 10},
+			pool.Target{Name: "c", Addr: ok.addr, Priority: 3, Weight: 10})
+		f, _ := newForwarder(res)
+		out := f.Forward(sctx, nil, message(), sipx.SRVHop("x.ims.test"))
+		Expect(out.Final.StatusCode).To(Equal(504))
+		Expect(sipx.IsRestoration(out.Final)).To(BeTrue())
+		Expect(out.Attempts).To(Equal(2), "a plain 504 is retried, the restoration 504 is not")
+		Expect(out.Retryable()).To(BeFalse())
+		Expect(ok.count()).To(BeZero())
+	})
+
 	It("does not fail over an INVITE after a non-100 provisional", SpecTimeout(10*time.Second), func(sctx SpecContext) {
 		ringingThenBusy := startPeer(180, 503)
 		ok := startPeer(200)
