@@ -105,15 +105,25 @@ func ParseVariants(list string) ([]Variant, error) {
 	return out, nil
 }
 
-// Members is the pool size a scheme needs for n active members: N+1 for n-plus-1 (the last member is the cold
-// spare), 2N for active-standby (each active member has a standby), N otherwise. A comparison keeps the number of
-// active members equal across schemes, so every scheme carries the same load per active member.
+// Members is the number of processes a pool of the scheme runs for n active members: N+1 for n-plus-1 (the last
+// member is the cold spare), 2N for active-standby (each member has a standby process), N otherwise. A comparison
+// keeps the number of active members equal across schemes, so every scheme carries the same load per active
+// member.
 func Members(scheme string, n int) int {
 	switch scheme {
 	case topology.SchemeNPlus1:
 		return n + 1
 	case topology.SchemeActiveStandby:
 		return 2 * n
+	}
+	return n
+}
+
+// PoolSize is the topology's pools.<pool>.size for n active members: it counts the n-plus-1 spare, not the
+// active-standby standbys (the topology adds those as their own nodes, docs/schemes.md).
+func PoolSize(scheme string, n int) int {
+	if scheme == topology.SchemeNPlus1 {
+		return n + 1
 	}
 	return n
 }
@@ -134,7 +144,7 @@ func StateReplicated(scheme string) bool {
 }
 
 // Apply returns a copy of sc set up for the variant with n active members per pool (0: keep the scenario's
-// pool sizes as the active members): both pools get the scheme and Members(scheme, n) members, then the options
+// pool sizes as the active members): both pools get the scheme and PoolSize(scheme, n) members, then the options
 // are applied. The copy is validated.
 func (v Variant) Apply(sc *scenario.Scenario, n int) (*scenario.Scenario, error) {
 	c := Clone(sc)
@@ -144,7 +154,7 @@ func (v Variant) Apply(sc *scenario.Scenario, n int) (*scenario.Scenario, error)
 			active = p.Size
 		}
 		p.Scheme = v.Scheme
-		p.Size = Members(v.Scheme, active)
+		p.Size = PoolSize(v.Scheme, active)
 		if len(p.Addresses) > 0 && len(p.Addresses) < p.Size {
 			return nil, fmt.Errorf("compare: %s: the pool lists %d addresses, the scheme needs %d members",
 				v.Name, len(p.Addresses), p.Size)
