@@ -12,9 +12,9 @@ const ContentType3GPPIMS = "application/3gpp-ims+xml"
 
 // Restoration reasons the network functions put in the body of a 504 that asks the phone to register again.
 const (
-	ReasonNotRegisteredHere = "not registered here"      // a P-CSCF or S-CSCF without the user's state
-	ReasonSCSCFUnreachable  = "S-CSCF unreachable"       // the P-CSCF could not reach the user's S-CSCF
-	ActionInitialRegister   = "initial-registration"     // the only <action> TS 24.229 defines for restoration
+	ReasonNotRegisteredHere = "not registered here"  // a P-CSCF or S-CSCF without the user's state
+	ReasonSCSCFUnreachable  = "S-CSCF unreachable"   // the P-CSCF could not reach the user's S-CSCF
+	ActionInitialRegister   = "initial-registration" // the only <action> TS 24.229 defines for restoration
 	typeRestoration         = "restoration"
 )
 

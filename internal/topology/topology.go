@@ -135,7 +135,9 @@ func SchemeRestores(scheme string) bool { return scheme == "" || scheme == Schem
 
 // SchemeReplicates reports whether a scheme copies registration state between pool members (pool-sync,
 // active-standby), so a peer's per-host SRV record leads to a member that can serve the user.
-func SchemeReplicates(scheme string) bool { return scheme == SchemePoolSync || scheme == SchemeActiveStandby }
+func SchemeReplicates(scheme string) bool {
+	return scheme == SchemePoolSync || scheme == SchemeActiveStandby
+}
 
 // Timers are the SIP transaction timers of a node.
 type Timers struct {

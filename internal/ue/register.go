@@ -21,12 +21,12 @@ const (
 
 // Phone is one simulated subscriber. Its methods are safe for concurrent use.
 type Phone struct {
-	ue       *UE
-	n        int
-	user     string // user0001
-	impi     string // user0001@ims.test
-	impu     string // sip:user0001@ims.test
-	password string
+	ue        *UE
+	n         int
+	user      string // user0001
+	impi      string // user0001@ims.test
+	impu      string // sip:user0001@ims.test
+	password  string
 	caller    bool        // places generated calls (Config.Mix)
 	busy      atomic.Bool // in a generated outgoing call
 	restoring atomic.Bool // an initial registration after a restoration 504 is on its way
@@ -42,7 +42,7 @@ type Phone struct {
 	// before it is stale).
 	registeredAt time.Time
 	reg          Registration
-	refresh   *time.Timer
+	refresh      *time.Timer
 }
 
 // Registration is what a phone knows about its registration.

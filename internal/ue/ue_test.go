@@ -308,7 +308,7 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 			res, err := p.Call(ctx, "restoration", time.Second)
 			Expect(err).To(HaveOccurred())
 			Expect(res.Status).To(Equal(504))
-			Eventually(func() []seenRegister { return fake.registersOf("user0001") }).WithTimeout(5 * time.Second).
+			Eventually(func() []seenRegister { return fake.registersOf("user0001") }).WithTimeout(5*time.Second).
 				Should(HaveLen(4), "401 and 200 of a second registration")
 			again := fake.registersOf("user0001")[2:]
 			Expect(again[0].CallID).NotTo(Equal(first), "an initial registration has a new Call-ID")

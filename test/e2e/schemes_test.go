@@ -72,7 +72,7 @@ var _ = Describe("Load sharing (no restoration)", Label("e2e"), func() {
 			mo := tryCall(sctx, phones, victim, other)
 			Expect(mo.Status).To(Equal(504))
 			Expect(hasAnyEvent(l, []string{"pcscf1", "pcscf2", "pcscf3"}, "restoration_504", map[string]any{"reason": "not registered here"})).To(BeTrue())
-			Eventually(func() int { return phones.Phone(victim).Registration().Count }).WithTimeout(20 * time.Second).
+			Eventually(func() int { return phones.Phone(victim).Registration().Count }).WithTimeout(20*time.Second).
 				Should(BeNumerically(">", count), "the phone re-registered on the 504")
 			Expect(shortName(phones.Phone(victim).Registration().PCSCF)).NotTo(Equal(dead))
 			Expect(hasEvent(l.events("hss"), "cx_answer", map[string]any{"cmd": "LIR", "uat": float64(2)})).To(BeFalse(),
@@ -238,7 +238,7 @@ var _ = Describe("Pool with state replication (pool-sync)", Label("e2e"), func()
 			l.start(deadS)
 			Eventually(func() int {
 				return countEvents(l, []string{deadS}, "repl_recv", map[string]any{"op": "put"}) - before
-			}).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 2*6), "6 users from each of the 2 peers")
+			}).WithTimeout(10*time.Second).Should(BeNumerically(">=", 2*6), "6 users from each of the 2 peers")
 		})
 })
 
@@ -257,7 +257,9 @@ var _ = Describe("1+1 active-standby", Label("e2e"), func() {
 			}
 			r := phones.Phone("user0001").Registration()
 			deadP, deadS := shortName(r.PCSCF), shortName(r.SCSCF)
-			Eventually(func() int { return countEvents(l, []string{deadP}, "repl_send", map[string]any{"op": "put", "peer": l.topo.ReplicationPeers(deadP)[0]}) }).
+			Eventually(func() int {
+				return countEvents(l, []string{deadP}, "repl_send", map[string]any{"op": "put", "peer": l.topo.ReplicationPeers(deadP)[0]})
+			}).
 				Should(BeNumerically(">=", 1), "the member copies its registrations to its standby only")
 			other := ""
 			for i := 2; i <= 6 && other == ""; i++ {
