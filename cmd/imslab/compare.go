@@ -28,6 +28,7 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 // labFlags are the flags compare and sweep share with run.
 type labFlags struct {
 	out, schemes, binDir, repo, logFormat, logLevel *string
+	backend, image                                  *string
 	seed                                            *int64
 	keepGoing                                       *bool
 	readyTimeout, grace, progress                   *time.Duration
@@ -40,6 +41,8 @@ func addLabFlags(fs *flag.FlagSet, defSchemes string) *labFlags {
 		seed:         fs.Int64("seed", 0, "random seed of the phones' traffic, the same for every run (0 = the scenario's, or a new one; printed)"),
 		keepGoing:    fs.Bool("keep-going", false, "a run that cannot be carried out is recorded and the next one runs (exit 1 at the end)"),
 		binDir:       fs.String("bin-dir", "", "use prebuilt node binaries from this directory instead of building"),
+		backend:      fs.String("backend", scenario.BackendLocal, "where each lab runs: local (processes) or compose (Docker containers)"),
+		image:        fs.String("image", "", "compose backend: the lab image (built when missing)"),
 		repo:         fs.String("repo", "", "repository root (default: found from the working directory)"),
 		readyTimeout: fs.Duration("ready-timeout", 30*time.Second, "how long one node may take to become ready"),
 		grace:        fs.Duration("grace", 5*time.Second, "wait between SIGTERM and SIGKILL when stopping a node"),
@@ -64,7 +67,12 @@ func parseWithFile(fs *flag.FlagSet, args []string, errOut io.Writer, cmd string
 	}
 	rest := fs.Args()
 	if file == "" && len(rest) > 0 {
-		file, rest = rest[0], rest[1:]
+		// Flags may also follow the file: imslab <cmd> --seed 7 f.yaml --out d.
+		file = rest[0]
+		if err := fs.Parse(rest[1:]); err != nil {
+			return "", compare.ExitError
+		}
+		rest = fs.Args()
 	}
 	if file == "" || len(rest) > 0 {
 		fmt.Fprintf(errOut, "imslab %s: give exactly one scenario file (imslab %s -h)\n", cmd, cmd)
@@ -79,7 +87,7 @@ func (f *labFlags) runner(errOut io.Writer, out io.Writer) (compare.RunFunc, err
 		return nil, fmt.Errorf("log: %w", err)
 	}
 	return compare.LabRunner(scenario.RunConfig{KeepGoing: *f.keepGoing, RepoDir: *f.repo, BinDir: *f.binDir,
-		ReadyTimeout: *f.readyTimeout, GracePeriod: *f.grace, Progress: *f.progress},
+		ReadyTimeout: *f.readyTimeout, GracePeriod: *f.grace, Progress: *f.progress, Backend: *f.backend, Image: *f.image},
 		scenario.WithLogger(log), scenario.WithOutput(out)), nil
 }
 

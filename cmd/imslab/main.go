@@ -244,29 +244,10 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	rebuild := fs.Bool("build-image", false, "compose backend: build the lab image first even when it exists")
 	logFormat := fs.String("log-format", "", "text or json (the runner's and lab's own log, on stderr)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
-	// The scenario file may come before or after the flags.
-	var file string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		file, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return scenario.ExitPassed
-		}
-		return scenario.ExitError
-	}
-	rest := fs.Args()
-	if file == "" && len(rest) > 0 {
-		// Flags may also follow the file: imslab run --backend compose f.yaml --out d.
-		file = rest[0]
-		if err := fs.Parse(rest[1:]); err != nil {
-			return scenario.ExitError
-		}
-		rest = fs.Args()
-	}
-	if file == "" || len(rest) > 0 {
-		fmt.Fprintln(errOut, "imslab run: give exactly one scenario file (imslab run -h)")
-		return scenario.ExitError
+	// The scenario file may come before, between or after the flags.
+	file, status := parseWithFile(fs, args, errOut, "run")
+	if status >= 0 {
+		return status
 	}
 	log, err := obs.NewLogger(errOut, obs.LogConfig{Format: *logFormat, Level: *logLevel}, "imslab")
 	if err != nil {

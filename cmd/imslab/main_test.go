@@ -135,4 +135,48 @@ var _ = Describe("imslab up", Label("e2e"), func() {
 		Eventually(s).Should(gexec.Exit(1))
 		Expect(s.Err).To(gbytes.Say(`lab config: only: "pcscf9" is not a node of the topology`))
 	})
+
+	It("takes a scenario file between flags, and names a missing one", func() {
+		for _, args := range [][]string{
+			{"run", "--backend", "compose", "missing.yaml", "--out", "x"},
+			{"compare", "--seed", "7", "missing.yaml", "--schemes", "quasi-pool"},
+			{"run", "missing.yaml", "--seed", "3"},
+		} {
+			s, err := gexec.Start(exec.Command(bin, args...), GinkgoWriter, GinkgoWriter)
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(s).Should(gexec.Exit(2))
+			Expect(s.Err).To(gbytes.Say(`missing.yaml`), "%v", args)
+			Expect(string(s.Err.Contents())).NotTo(ContainSubstring("give exactly one scenario file"), "%v", args)
+		}
+		s, err := gexec.Start(exec.Command(bin, "run", "--backend", "podman", "missing.yaml"), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s).Should(gexec.Exit(2))
+	})
+
+	It("checks that the committed compose lab is current and probes services", func() {
+		s, err := gexec.Start(exec.Command(bin, "compose", "--check", "--file", "../../docker-compose.yml",
+			"--config-dir", "../../deploy/compose"), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s).Should(gexec.Exit(0))
+		Expect(s.Out).To(gbytes.Say("up to date"))
+		dir := GinkgoT().TempDir()
+		s, err = gexec.Start(exec.Command(bin, "compose", "--check", "--file", filepath.Join(dir, "dc.yml"),
+			"--config-dir", filepath.Join(dir, "cfg")), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s).Should(gexec.Exit(1))
+		Expect(s.Err).To(gbytes.Say("stale"))
+
+		// Nothing listens on this UDP port: the SIP probe fails after its timeout; a bad kind is an error.
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		defer c.Close()
+		s, err = gexec.Start(exec.Command(bin, "probe", "sip", c.LocalAddr().String(), "--timeout", "200ms"), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s).Should(gexec.Exit(1))
+		Expect(s.Err).To(gbytes.Say("no answer"))
+		s, err = gexec.Start(exec.Command(bin, "probe", "http", "127.0.0.1:1"), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s).Should(gexec.Exit(1))
+		Expect(s.Err).To(gbytes.Say(`unknown kind "http"`))
+	})
 })
