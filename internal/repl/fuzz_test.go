@@ -1,0 +1,50 @@
+package repl
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+)
+
+type fuzzState struct {
+	mu  sync.Mutex
+	got []Message
+}
+
+func (s *fuzzState) Apply(m Message) { s.mu.Lock(); s.got = append(s.got, m); s.mu.Unlock() }
+func (s *fuzzState) Snapshot() []Message {
+	return []Message{{Op: OpPut, Key: "user0001@ims.test", Data: []byte(`{}`)}}
+}
+
+// FuzzServe feeds arbitrary bytes to a member's replication listener, as a peer (or anything else that connects)
+// could: it must neither panic nor hang, and apply only well-formed put and delete messages.
+func FuzzServe(f *testing.F) {
+	f.Add([]byte(`{"op":"put","from":"pcscf2","key":"sip:user0001@ims.test","data":{"impu":"x"}}` + "\n"))
+	f.Add([]byte(`{"op":"hello","from":"pcscf2","key":"127.0.0.1:1"}` + "\n" + `{"op":"delete","key":"k"}` + "\n"))
+	f.Add([]byte("not json\n{\"op\":\n\x00\xff"))
+	f.Add([]byte(`{"op":"put","data":[1,2,3]}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		st := &fuzzState{}
+		r, err := New(Config{Node: "pcscf1", Listen: "127.0.0.1:0", Peers: []string{"127.0.0.1:1"}}, st, nil,
+			slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := net.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan struct{})
+		go func() { r.serve(ctx, a); close(done) }()
+		_, _ = b.Write(in)
+		b.Close()
+		<-done
+		for _, m := range st.got {
+			if m.Op == OpHello {
+				t.Fatalf("a hello reached the state: %+v", m)
+			}
+		}
+	})
+}
