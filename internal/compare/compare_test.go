@@ -263,6 +263,38 @@ var _ = Describe("sweeps", Label("unit"), func() {
 		Expect(filepath.Join(dir, "plots", "sweep_pool_size.svg")).To(BeAnExistingFile())
 		Expect(filepath.Join(dir, "plots", "sweep_expires.svg")).To(BeAnExistingFile())
 	}, SpecTimeout(30*time.Second))
+
+	It("repeats runs with a seed parameter, each run with its own seed", func(ctx SpecContext) {
+		p, err := compare.ParseParam("seed=11,12,13")
+		Expect(err).NotTo(HaveOccurred())
+		_, err = compare.ParseParam("seed=0")
+		Expect(err).To(HaveOccurred())
+		vs, _ := compare.ParseVariants("quasi-pool")
+		f := &fakeRun{}
+		rows, err := compare.Sweep(ctx, compare.SweepConfig{Scenario: loadScenario(), Params: []compare.Param{p},
+			Variants: vs, OutDir: GinkgoT().TempDir(), Run: f.run, Seed: 5})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rows).To(HaveLen(3))
+		Expect(f.seeds).To(Equal([]int64{11, 12, 13}))
+	}, SpecTimeout(30*time.Second))
+
+	It("moves the pools to larger port ranges when 8 members with standbys do not fit the default plan", func(ctx SpecContext) {
+		p, err := compare.ParseParam("pool_size=8")
+		Expect(err).NotTo(HaveOccurred())
+		vs, _ := compare.ParseVariants("active-standby,n-plus-1,quasi-pool")
+		f := &fakeRun{}
+		_, err = compare.Sweep(ctx, compare.SweepConfig{Scenario: loadScenario(), Params: []compare.Param{p},
+			Variants: vs, OutDir: GinkgoT().TempDir(), Run: f.run})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.runs).To(HaveLen(3))
+		as := f.runs[0].Topology
+		Expect(as.Pools.PCSCF.Size).To(Equal(8))
+		Expect(as.Nodes()).To(HaveLen(3 + 16 + 1 + 16))
+		Expect(as.Validate()).To(Succeed())
+		Expect(as.Pools.PCSCF.BasePort).NotTo(Equal(loadScenario().Topology.Pools.PCSCF.BasePort), "moved")
+		Expect(f.runs[2].Topology.Pools.PCSCF.BasePort).To(Equal(loadScenario().Topology.Pools.PCSCF.BasePort),
+			"a pool that fits keeps its ports")
+	}, SpecTimeout(30*time.Second))
 })
 
 func indexOf(xs []string, s string) int {

@@ -56,6 +56,15 @@ var sweepParams = map[string]struct {
 			sc.Topology.Registration.Expires = d
 			return d.Seconds(), nil
 		}},
+	"seed": {"the phones' seed (repetitions: seed=1,2,3,4,5 runs everything once per seed; overrides --seed)",
+		func(sc *scenario.Scenario, v string) (float64, error) {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n == 0 {
+				return 0, fmt.Errorf("seed %q: want a non-zero integer", v)
+			}
+			sc.Seed = n
+			return float64(n), nil
+		}},
 	"call_rate": {"random calls per second in total (traffic.call_rate)",
 		func(sc *scenario.Scenario, v string) (float64, error) {
 			r, err := strconv.ParseFloat(v, 64)
@@ -195,8 +204,12 @@ func Sweep(ctx context.Context, cfg SweepConfig) ([]SweepRow, error) {
 		if err := ctx.Err(); err != nil {
 			return rows, fmt.Errorf("sweep: %w", err)
 		}
-		fmt.Fprintf(out, "== run %d/%d: %s (seed %d)\n", i+1, len(jobs), j.dir, seed)
-		o, s, err := cfg.Run(ctx, j.sc, filepath.Join(cfg.OutDir, j.dir), seed)
+		jseed := seed
+		if _, ok := j.values["seed"]; ok {
+			jseed = j.sc.Seed // a repetition: the swept seed, not the sweep's
+		}
+		fmt.Fprintf(out, "== run %d/%d: %s (seed %d)\n", i+1, len(jobs), j.dir, jseed)
+		o, s, err := cfg.Run(ctx, j.sc, filepath.Join(cfg.OutDir, j.dir), jseed)
 		if err != nil {
 			if !cfg.KeepGoing || ctx.Err() != nil {
 				return rows, fmt.Errorf("sweep: %s: %w", j.dir, err)

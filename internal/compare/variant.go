@@ -166,9 +166,32 @@ func (v Variant) Apply(sc *scenario.Scenario, n int) (*scenario.Scenario, error)
 		}
 	}
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("compare: %s: %w", v.Name, err)
+		if !relocatePools(c) {
+			return nil, fmt.Errorf("compare: %s: %w", v.Name, err)
+		}
+		if err2 := c.Validate(); err2 != nil {
+			return nil, fmt.Errorf("compare: %s: %w", v.Name, err)
+		}
 	}
 	return c, nil
+}
+
+// Port ranges a pool moves to when its members (with spares and standbys) outgrow the gaps of the default port
+// plan (pcscf 5061…, icscf 5070, scscf 5081…): up to 16 processes each.
+const (
+	relocatedPCSCFBase = 5101
+	relocatedSCSCFBase = 5201
+)
+
+// relocatePools moves pools laid out with base_port to relocatedPCSCFBase / relocatedSCSCFBase, so that e.g.
+// active-standby with 8 members (16 processes) fits; false when a pool has per-member addresses instead.
+func relocatePools(sc *scenario.Scenario) bool {
+	p, s := &sc.Topology.Pools.PCSCF, &sc.Topology.Pools.SCSCF
+	if p.BasePort == 0 || s.BasePort == 0 || p.BasePort == relocatedPCSCFBase {
+		return false
+	}
+	p.BasePort, s.BasePort = relocatedPCSCFBase, relocatedSCSCFBase
+	return true
 }
 
 // Clone copies a scenario deeply enough that changing the copy's topology, traffic, faults or expectations

@@ -35,7 +35,7 @@ const (
 // Kinds lists every kind in the order Nodes returns them.
 var Kinds = []Kind{KindDNS, KindHSS, KindBAC, KindPCSCF, KindICSCF, KindSCSCF}
 
-// MaxPoolSize is the largest pool a topology may declare.
+// MaxPoolSize is the largest pool a topology may declare (an n-plus-1 pool may have one more: its spare).
 const MaxPoolSize = 8
 
 // Topology is a parsed topology file. See docs/topology.md for the format.

@@ -169,6 +169,7 @@ var _ = Describe("Parse", Label("unit"), func() {
 		Entry("bac port", withLine(13, "  port: -1"), "bac.port", 13, "not a port"),
 		Entry("pool size 0", withLine(20, "    size: 0"), "pools.pcscf.size", 20, "between 1 and 8"),
 		Entry("pool size 9", withLine(25, "    size: 9"), "pools.scscf.size", 25, "between 1 and 8"),
+		Entry("pool size 10 with a spare", withLine(25, "    size: 10\n    scheme: n-plus-1"), "pools.scscf.size", 25, "between 1 and 9"),
 		Entry("pool address", withLine(21, "    address: pcscf"), "pools.pcscf.address", 21, "not an IP address"),
 		Entry("pool ports beyond 65535", withLine(22, "    base_port: 65534"), "pools.pcscf.base_port", 22, "beyond 65535"),
 		Entry("pool without port", withLine(22, "    # no port"), "pools.pcscf.base_port", 19, "missing"),

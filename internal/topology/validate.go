@@ -157,8 +157,12 @@ func (v *validator) host(prefix string, h Host) {
 }
 
 func (v *validator) pool(prefix string, p Pool) {
-	if p.Size < 1 || p.Size > MaxPoolSize {
-		v.add(prefix+".size", "%d: must be between 1 and %d", p.Size, MaxPoolSize)
+	maxSize := MaxPoolSize
+	if p.SchemeOf() == SchemeNPlus1 {
+		maxSize++ // N active members and the spare
+	}
+	if p.Size < 1 || p.Size > maxSize {
+		v.add(prefix+".size", "%d: must be between 1 and %d", p.Size, maxSize)
 		return
 	}
 	switch {
