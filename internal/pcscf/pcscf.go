@@ -106,26 +106,17 @@ func New(cfg Config, ep *sipx.Endpoint, res pool.Resolver, health *pool.Health, 
 	n := &Node{cfg: cfg, log: log, rec: rec, now: time.Now, regs: map[string]*registration{}, contacts: map[string]*registration{},
 		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log}, cfg.Forward, self...)}
 	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest})
-	if cfg.Replication != nil {
-		r, err := repl.New(*cfg.Replication, replState{n}, rec, log)
-		if err != nil {
-			return nil, fmt.Errorf("pcscf: %w", err)
-		}
-		if err := r.Listen(); err != nil {
-			return nil, fmt.Errorf("pcscf: %w", err)
-		}
-		n.repl = r
+	r, err := repl.Open(cfg.Replication, replState{n}, rec, log)
+	if err != nil {
+		return nil, fmt.Errorf("pcscf: %w", err)
 	}
+	n.repl = r
 	return n, nil
 }
 
 // Run blocks until ctx is done, dropping lapsed registrations.
 func (n *Node) Run(ctx context.Context) error {
-	if n.repl != nil {
-		errc := make(chan error, 1)
-		go func() { errc <- n.repl.Run(ctx) }()
-		defer func() { <-errc }()
-	}
+	defer n.repl.Start(ctx)()
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {

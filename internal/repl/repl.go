@@ -99,6 +99,32 @@ func New(cfg Config, state State, rec *obs.Recorder, log *slog.Logger) (*Replica
 	return r, nil
 }
 
+// Open is New and Listen for a member whose pool replicates: nil cfg (no replication) gives nil and no error.
+func Open(cfg *Config, state State, rec *obs.Recorder, log *slog.Logger) (*Replicator, error) {
+	if cfg == nil {
+		return nil, nil
+	}
+	r, err := New(*cfg, state, rec, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Listen(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Start runs the replicator in the background until ctx is done; the returned function waits until it has
+// stopped. On a nil replicator both do nothing.
+func (r *Replicator) Start(ctx context.Context) (wait func()) {
+	if r == nil {
+		return func() {}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	return func() { <-errc }
+}
+
 // Listen binds the TCP listener (Run calls it when it has not been called).
 func (r *Replicator) Listen() error {
 	if r.ln != nil {

@@ -142,26 +142,17 @@ func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool
 		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log}, cfg.Forward, self...),
 	}
 	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest})
-	if cfg.Replication != nil {
-		r, err := repl.New(*cfg.Replication, replState{n}, rec, log)
-		if err != nil {
-			return nil, fmt.Errorf("scscf: %w", err)
-		}
-		if err := r.Listen(); err != nil {
-			return nil, fmt.Errorf("scscf: %w", err)
-		}
-		n.repl = r
+	r, err := repl.Open(cfg.Replication, replState{n}, rec, log)
+	if err != nil {
+		return nil, fmt.Errorf("scscf: %w", err)
 	}
+	n.repl = r
 	return n, nil
 }
 
 // Run serves until ctx is done and de-registers nothing: a killed S-CSCF's users stay registered in the HSS.
 func (n *Node) Run(ctx context.Context) error {
-	if n.repl != nil {
-		errc := make(chan error, 1)
-		go func() { errc <- n.repl.Run(ctx) }()
-		defer func() { <-errc }()
-	}
+	defer n.repl.Start(ctx)()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
