@@ -48,6 +48,26 @@ func pick(phones *ue.UE, n int, on bool, host func(ue.Registration) string, dead
 	return ""
 }
 
+// killUnder finds a phone among user0002…user0006 registered through neither deadP nor deadS (skipping the spec
+// when the random spread put none there), kills both nodes and returns that phone's user name: the other end of
+// the calls that check the takeover.
+func killUnder(l *lab, phones *ue.UE, deadP, deadS string) string {
+	GinkgoHelper()
+	other := ""
+	for i := 2; i <= 6 && other == ""; i++ {
+		r := phones.Phone(fmt.Sprintf("user%04d", i)).Registration()
+		if shortName(r.PCSCF) != deadP && shortName(r.SCSCF) != deadS {
+			other = fmt.Sprintf("user%04d", i)
+		}
+	}
+	if other == "" {
+		Skip("no phone on the other P-CSCF and S-CSCF (random registration spread)")
+	}
+	l.kill(deadP)
+	l.kill(deadS)
+	return other
+}
+
 func pcscfOf(r ue.Registration) string { return r.PCSCF }
 func scscfOf(r ue.Registration) string { return r.SCSCF }
 
@@ -142,18 +162,7 @@ var _ = Describe("N+1 (a cold spare)", Label("e2e"), func() {
 			}
 			deadP := shortName(phones.Phone("user0001").Registration().PCSCF)
 			deadS := shortName(phones.Phone("user0001").Registration().SCSCF)
-			other := ""
-			for i := 2; i <= 6 && other == ""; i++ {
-				r := phones.Phone(fmt.Sprintf("user%04d", i)).Registration()
-				if shortName(r.PCSCF) != deadP && shortName(r.SCSCF) != deadS {
-					other = fmt.Sprintf("user%04d", i)
-				}
-			}
-			if other == "" {
-				Skip("no phone on the other P-CSCF and S-CSCF (random registration spread)")
-			}
-			l.kill(deadP)
-			l.kill(deadS)
+			other := killUnder(l, phones, deadP, deadS)
 
 			By("the spare has no data: user0001's call is refused with the restoration 504, and the phone registers again")
 			count := phones.Phone("user0001").Registration().Count
@@ -206,18 +215,7 @@ var _ = Describe("Pool with state replication (pool-sync)", Label("e2e"), func()
 
 			r := phones.Phone("user0001").Registration()
 			deadP, deadS := shortName(r.PCSCF), shortName(r.SCSCF)
-			other := ""
-			for i := 2; i <= 6 && other == ""; i++ {
-				r := phones.Phone(fmt.Sprintf("user%04d", i)).Registration()
-				if shortName(r.PCSCF) != deadP && shortName(r.SCSCF) != deadS {
-					other = fmt.Sprintf("user%04d", i)
-				}
-			}
-			if other == "" {
-				Skip("no phone on the other P-CSCF and S-CSCF (random registration spread)")
-			}
-			l.kill(deadP)
-			l.kill(deadS)
+			other := killUnder(l, phones, deadP, deadS)
 
 			By("both directions succeed at once through members holding copies")
 			Expect(tryCall(sctx, phones, "user0001", other).Result).To(Equal("ok"))
@@ -261,18 +259,7 @@ var _ = Describe("1+1 active-standby", Label("e2e"), func() {
 				return countEvents(l, []string{deadP}, "repl_send", map[string]any{"op": "put", "peer": l.topo.ReplicationPeers(deadP)[0]})
 			}).
 				Should(BeNumerically(">=", 1), "the member copies its registrations to its standby only")
-			other := ""
-			for i := 2; i <= 6 && other == ""; i++ {
-				r := phones.Phone(fmt.Sprintf("user%04d", i)).Registration()
-				if shortName(r.PCSCF) != deadP && shortName(r.SCSCF) != deadS {
-					other = fmt.Sprintf("user%04d", i)
-				}
-			}
-			if other == "" {
-				Skip("no phone on the other P-CSCF and S-CSCF (random registration spread)")
-			}
-			l.kill(deadP)
-			l.kill(deadS)
+			other := killUnder(l, phones, deadP, deadS)
 
 			By("the standbys " + deadP + "b and " + deadS + "b serve both directions without a re-registration")
 			mo := tryCall(sctx, phones, "user0001", other)
