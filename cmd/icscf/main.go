@@ -16,12 +16,9 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		// docs/schemes.md: the S-CSCF takeover follows the S-CSCF pool's scheme, restore=1 from a P-CSCF is
-		// honoured when the P-CSCF pool (or the S-CSCF pool) runs the quasi-pool.
-		restore := topology.SchemeRestores(s.Cfg.SCSCFScheme)
-		accept := restore || topology.SchemeRestores(s.Cfg.PCSCFScheme)
+		p := s.Cfg.Policy() // docs/schemes.md
 		return icscf.New(icscf.Config{Host: s.Cfg.FQDN, Listen: s.EP.Addr, Domain: s.Cfg.Domain, SCSCFPool: s.Cfg.Peers.SCSCFPool,
-			Trusted: s.Cfg.Trusted, Forward: s.Forward(), Restore: &restore, AcceptRestore: &accept,
-			SCSCFFailover: topology.SchemeReplicates(s.Cfg.SCSCFScheme)}, hss, s.EP, s.Res, s.Health, s.Rec, s.Log)
+			Trusted: s.Cfg.Trust.TrustDomain(), Forward: s.Forward(), Restore: &p.Restore, AcceptRestore: &p.AcceptRestore,
+			SCSCFFailover: p.SCSCFFailover}, hss, s.EP, s.Res, s.Health, s.Rec, s.Log)
 	}))
 }

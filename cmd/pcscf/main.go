@@ -12,13 +12,14 @@ import (
 
 func main() {
 	os.Exit(nfrun.Main(topology.KindPCSCF, os.Args[1:], func(ctx context.Context, s *nfrun.Stack) (nfrun.Runner, error) {
-		// The BAC is not a pool member (it may not send restore=1) but it is the P-CSCF's access side: the
+		// The BAC is not in the trust domain (it may not send restore=1) but it is the P-CSCF's access side: the
 		// identity it puts in P-Preferred-Identity is believed.
-		trusted := append(s.Cfg.Trusted, s.Addrs(ctx, "bac."+s.Cfg.Domain)...)
-		restore := topology.SchemeRestores(s.Cfg.PCSCFScheme) // docs/schemes.md
+		t := s.Cfg.Trust
+		trusted := append(t.TrustDomain(), t.BAC...)
+		p := s.Cfg.Policy() // docs/schemes.md
 		return pcscf.New(pcscf.Config{Host: s.Cfg.FQDN, Listen: s.EP.Addr, Domain: s.Cfg.Domain, ICSCF: s.Cfg.Peers.ICSCF,
-			PoolHosts: s.PoolHosts(ctx), Trusted: trusted, Forward: s.Forward(), Restore: &restore,
-			SCSCFFailover: topology.SchemeReplicates(s.Cfg.SCSCFScheme), Replication: s.Replication()},
+			PoolHosts: t.PCSCFHosts, Trusted: trusted, Forward: s.Forward(), Restore: &p.Restore,
+			SCSCFFailover: p.SCSCFFailover, Replication: s.Replication()},
 			s.EP, s.Res, s.Health, s.Rec, s.Log)
 	}))
 }

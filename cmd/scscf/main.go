@@ -16,9 +16,9 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		restore := topology.SchemeRestores(s.Cfg.SCSCFScheme) // docs/schemes.md
+		p := s.Cfg.Policy() // docs/schemes.md
 		cfg := scscf.Config{Host: s.Cfg.FQDN, Listen: s.EP.Addr, Domain: s.Cfg.Domain, ICSCF: s.Cfg.Peers.ICSCF,
-			PoolHosts: s.PoolHosts(ctx), Trusted: s.Cfg.Trusted, Forward: s.Forward(), Restore: &restore,
+			PoolHosts: s.Cfg.Trust.SCSCFHosts, Trusted: s.Cfg.Trust.TrustDomain(), Forward: s.Forward(), Restore: &p.Restore,
 			Replication: s.Replication()}
 		cfg.Expires.Default = s.Cfg.Registration.Expires
 		return scscf.New(cfg, hss, s.EP, s.Res, s.Health, s.Rec, s.Log)

@@ -38,8 +38,9 @@ type NodeConfig struct {
 
 	// Peers names what the node resolves to reach the others.
 	Peers Peers `yaml:"peers,omitempty"`
-	// Trusted lists address:port of every P-CSCF, I-CSCF and S-CSCF: restore=1 is honoured only from these.
-	Trusted []string `yaml:"trusted,omitempty"`
+	// Trust says which peers the node believes, and for what (docs/security.md). Set for the BAC, the CSCFs and
+	// the HSS; generated from the topology, never looked up in DNS.
+	Trust *Trust `yaml:"trust,omitempty"`
 	// PCSCFScheme and SCSCFScheme are the protection schemes of the two pools (docs/schemes.md), set for the BAC
 	// and the CSCFs; "" means quasi-pool.
 	PCSCFScheme string `yaml:"pcscf_scheme,omitempty"`
@@ -151,9 +152,11 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 	}
 	switch n.Kind {
 	case KindBAC, KindPCSCF, KindICSCF, KindSCSCF:
-		c.Trusted = t.Trusted()
+		c.Trust = t.sipTrust()
 		c.PCSCFScheme = t.Pools.PCSCF.SchemeOf()
 		c.SCSCFScheme = t.Pools.SCSCF.SchemeOf()
+	case KindHSS:
+		c.Trust = &Trust{DiameterPeers: t.DiameterPeers()}
 	}
 	if peers := t.ReplicationPeers(n.Name); n.Pool != "" && peers != nil {
 		c.Replication = &ReplicationConfig{Listen: n.Listen(), Peers: peers}
@@ -161,7 +164,8 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 	return c, nil
 }
 
-// Trusted returns address:port of every P-CSCF, I-CSCF and S-CSCF (the BAC and phones are not trusted).
+// Trusted returns address:port of every P-CSCF, I-CSCF and S-CSCF: the SIP nodes of the trust domain (RFC 3325)
+// that may assert identity and send restore=1. The BAC (the access side) and the phones are not in it.
 func (t *Topology) Trusted() []string {
 	var out []string
 	for _, n := range t.Nodes() {
@@ -261,9 +265,7 @@ func (c *NodeConfig) Validate() error {
 	v.probing("probing", c.Probing)
 	v.seconds("registration.expires", c.Registration.Expires, time.Second)
 	v.log("log", c.Log)
-	for i, a := range c.Trusted {
-		v.hostPort(fmt.Sprintf("trusted[%d]", i), a)
-	}
+	v.trust("trust", c.Trust)
 	for _, f := range [][2]string{{"pcscf_scheme", c.PCSCFScheme}, {"scscf_scheme", c.SCSCFScheme}} {
 		if f[1] != "" && !slices.Contains(Schemes, f[1]) {
 			v.add(f[0], "%q: must be one of %s", f[1], strings.Join(Schemes, ", "))

@@ -33,7 +33,14 @@ var _ = Describe("NodeConfig", Label("unit"), func() {
 			Timers: t.Timers, Probing: t.Probing, Registration: t.Registration,
 			Log:     topology.Log{Format: "text", Level: "info"},
 			Peers:   topology.Peers{ICSCF: "icscf.ims.test"},
-			Trusted: trusted, PCSCFScheme: topology.SchemeQuasiPool, SCSCFScheme: topology.SchemeQuasiPool,
+			Trust: &topology.Trust{
+				BAC: []string{"127.0.0.1:5060"}, PCSCF: []string{"127.0.0.1:5061", "127.0.0.1:5062", "127.0.0.1:5063"},
+				ICSCF: []string{"127.0.0.1:5070"}, SCSCF: []string{"127.0.0.1:5081", "127.0.0.1:5082", "127.0.0.1:5083"},
+				PCSCFHosts: []string{"pcscf1.ims.test", "pcscf2.ims.test", "pcscf3.ims.test"},
+				SCSCFHosts: []string{"scscf1.ims.test", "scscf2.ims.test", "scscf3.ims.test"},
+				ICSCFHost:  "icscf.ims.test", BACHost: "bac.ims.test",
+			},
+			PCSCFScheme: topology.SchemeQuasiPool, SCSCFScheme: topology.SchemeQuasiPool,
 		}))
 	})
 
@@ -41,11 +48,18 @@ var _ = Describe("NodeConfig", Label("unit"), func() {
 		Expect(get("bac").Peers).To(Equal(topology.Peers{PCSCFPool: "pcscf.ims.test"}))
 		Expect(get("icscf").Peers).To(Equal(topology.Peers{SCSCFPool: "scscf.ims.test", HSS: "_diameter._tcp.hss.ims.test"}))
 		Expect(get("scscf1").Peers).To(Equal(topology.Peers{ICSCF: "icscf.ims.test", HSS: "_diameter._tcp.hss.ims.test"}))
-		Expect(get("bac").Trusted).To(Equal(trusted))
-		Expect(get("scscf3").Trusted).To(Equal(trusted))
-		Expect(get("bac").Trusted).NotTo(ContainElement("127.0.0.1:5060"))
-		Expect(get("hss").Trusted).To(BeEmpty())
-		Expect(get("dnsd").Trusted).To(BeEmpty())
+		Expect(get("bac").Trust.TrustDomain()).To(Equal(trusted))
+		Expect(get("scscf3").Trust.TrustDomain()).To(Equal(trusted))
+		Expect(get("bac").Trust.TrustDomain()).NotTo(ContainElement("127.0.0.1:5060"), "the BAC is not in the trust domain")
+		Expect(get("pcscf1").Trust.BAC).To(Equal([]string{"127.0.0.1:5060"}))
+		Expect(get("hss").Trust.TrustDomain()).To(BeEmpty())
+		Expect(get("hss").Trust.DiameterPeers).To(Equal([]topology.DiameterPeer{
+			{OriginHost: "icscf.ims.test", Address: "127.0.0.1"},
+			{OriginHost: "scscf1.ims.test", Address: "127.0.0.1", ServerName: "sip:scscf1.ims.test"},
+			{OriginHost: "scscf2.ims.test", Address: "127.0.0.1", ServerName: "sip:scscf2.ims.test"},
+			{OriginHost: "scscf3.ims.test", Address: "127.0.0.1", ServerName: "sip:scscf3.ims.test"},
+		}))
+		Expect(get("dnsd").Trust).To(BeNil())
 	})
 
 	It("gives the HSS and dnsd their own sections", func() {
