@@ -31,8 +31,8 @@ var _ = Describe("NodeConfig", Label("unit"), func() {
 			Name: "pcscf2", Kind: topology.KindPCSCF, Domain: "ims.test", FQDN: "pcscf2.ims.test",
 			Listen: "127.0.0.1:5062", DNSServer: "127.0.0.1:1053",
 			Timers: t.Timers, Probing: t.Probing, Registration: t.Registration,
-			Log:     topology.Log{Format: "text", Level: "info"},
-			Peers:   topology.Peers{ICSCF: "icscf.ims.test"},
+			Log:   topology.Log{Format: "text", Level: "info"},
+			Peers: topology.Peers{ICSCF: "icscf.ims.test"},
 			Trust: &topology.Trust{
 				BAC: []string{"127.0.0.1:5060"}, PCSCF: []string{"127.0.0.1:5061", "127.0.0.1:5062", "127.0.0.1:5063"},
 				ICSCF: []string{"127.0.0.1:5070"}, SCSCF: []string{"127.0.0.1:5081", "127.0.0.1:5082", "127.0.0.1:5083"},
