@@ -24,6 +24,10 @@ type NodeConfig struct {
 	// Listen is the node's main address: SIP over UDP for bac and the CSCFs, DNS (UDP+TCP) for dnsd, Diameter
 	// for the HSS.
 	Listen string `yaml:"listen"`
+	// AccessListen (BAC only) is the SIP/UDP address phones send to when the access network is separate from
+	// the core network (the compose lab); "" = phones and the core share Listen (the local lab). An SBC has a
+	// socket on each side and so knows which side a request came from.
+	AccessListen string `yaml:"access_listen,omitempty"`
 	// DNSServer is the lab's DNS server (ip:port); every name lookup of the node goes there.
 	DNSServer    string       `yaml:"dns_server"`
 	Timers       Timers       `yaml:"timers"`
@@ -261,6 +265,9 @@ func (c *NodeConfig) Validate() error {
 	v.domain("fqdn", c.FQDN)
 	v.hostPort("listen", c.Listen)
 	v.hostPort("dns_server", c.DNSServer)
+	if c.AccessListen != "" {
+		v.hostPort("access_listen", c.AccessListen)
+	}
 	v.timers("timers", c.Timers)
 	v.probing("probing", c.Probing)
 	v.seconds("registration.expires", c.Registration.Expires, time.Second)
