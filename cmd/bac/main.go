@@ -12,7 +12,7 @@ import (
 
 func main() {
 	os.Exit(nfrun.Main(topology.KindBAC, os.Args[1:], func(ctx context.Context, s *nfrun.Stack) (nfrun.Runner, error) {
-		return bac.New(bac.Config{Host: s.Cfg.FQDN, Listen: s.EP.Addr, PCSCFPool: s.Cfg.Peers.PCSCFPool, Forward: s.Forward()},
+		return bac.New(bac.Config{Host: s.Cfg.FQDN, Listen: s.EP.Addr, PCSCFPool: s.Cfg.Peers.PCSCFPool, Peers: s.Peers(), Forward: s.Forward()},
 			s.EP, s.Res, s.Health, s.Rec, s.Log)
 	}))
 }

@@ -18,7 +18,7 @@ func main() {
 		}
 		p := s.Cfg.Policy() // docs/schemes.md
 		return icscf.New(icscf.Config{Host: s.Cfg.FQDN, Listen: s.EP.Addr, Domain: s.Cfg.Domain, SCSCFPool: s.Cfg.Peers.SCSCFPool,
-			Trusted: s.Cfg.Trust.TrustDomain(), Forward: s.Forward(), Restore: &p.Restore, AcceptRestore: &p.AcceptRestore,
+			Peers: s.Peers(), Forward: s.Forward(), Restore: &p.Restore, AcceptRestore: &p.AcceptRestore,
 			SCSCFFailover: p.SCSCFFailover}, hss, s.EP, s.Res, s.Health, s.Rec, s.Log)
 	}))
 }

@@ -12,13 +12,9 @@ import (
 
 func main() {
 	os.Exit(nfrun.Main(topology.KindPCSCF, os.Args[1:], func(ctx context.Context, s *nfrun.Stack) (nfrun.Runner, error) {
-		// The BAC is not in the trust domain (it may not send restore=1) but it is the P-CSCF's access side: the
-		// identity it puts in P-Preferred-Identity is believed.
-		t := s.Cfg.Trust
-		trusted := append(t.TrustDomain(), t.BAC...)
 		p := s.Cfg.Policy() // docs/schemes.md
 		return pcscf.New(pcscf.Config{Host: s.Cfg.FQDN, Listen: s.EP.Addr, Domain: s.Cfg.Domain, ICSCF: s.Cfg.Peers.ICSCF,
-			PoolHosts: t.PCSCFHosts, Trusted: trusted, Forward: s.Forward(), Restore: &p.Restore,
+			PoolHosts: s.Cfg.Trust.PCSCFHosts, Peers: s.Peers(), Forward: s.Forward(), Restore: &p.Restore,
 			SCSCFFailover: p.SCSCFFailover, Replication: s.Replication()},
 			s.EP, s.Res, s.Health, s.Rec, s.Log)
 	}))

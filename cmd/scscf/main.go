@@ -18,7 +18,7 @@ func main() {
 		}
 		p := s.Cfg.Policy() // docs/schemes.md
 		cfg := scscf.Config{Host: s.Cfg.FQDN, Listen: s.EP.Addr, Domain: s.Cfg.Domain, ICSCF: s.Cfg.Peers.ICSCF,
-			PoolHosts: s.Cfg.Trust.SCSCFHosts, Trusted: s.Cfg.Trust.TrustDomain(), Forward: s.Forward(), Restore: &p.Restore,
+			PoolHosts: s.Cfg.Trust.SCSCFHosts, Peers: s.Peers(), Forward: s.Forward(), Restore: &p.Restore,
 			Replication: s.Replication()}
 		cfg.Expires.Default = s.Cfg.Registration.Expires
 		return scscf.New(cfg, hss, s.EP, s.Res, s.Health, s.Rec, s.Log)

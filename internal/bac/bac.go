@@ -24,9 +24,10 @@ import (
 
 // Config configures the BAC.
 type Config struct {
-	Host      string // e.g. bac.ims.test (phones' Contacts become <sip:token@bac.ims.test>)
-	Listen    string // SIP/UDP listen address
-	PCSCFPool string // host of the P-CSCF pool record, e.g. pcscf.ims.test
+	Host      string     // e.g. bac.ims.test (phones' Contacts become <sip:token@bac.ims.test>)
+	Listen    string     // SIP/UDP listen address
+	PCSCFPool string     // host of the P-CSCF pool record, e.g. pcscf.ims.test
+	Peers     sipx.Peers // source addresses of the lab's SIP nodes by role: network-side requests only from PCSCF
 	Forward   sipx.ForwarderConfig
 }
 
@@ -75,13 +76,15 @@ func New(cfg Config, ep *sipx.Endpoint, res pool.Resolver, health *pool.Health, 
 		log = slog.Default()
 	}
 	n := &Node{cfg: cfg, log: log, rec: rec, now: time.Now, byToken: map[string]*phone{}, addrs: map[string]int{},
-		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log}, cfg.Forward, cfg.Host)}
+		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log, Trust: sipx.NewTrust(cfg.Peers)},
+			cfg.Forward, cfg.Host)}
 	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest, Ack: n.onAck})
 	return n, nil
 }
 
 // Run blocks until ctx is done.
 func (n *Node) Run(ctx context.Context) error {
+	n.px.Start(ctx)
 	<-ctx.Done()
 	return nil
 }
@@ -140,8 +143,8 @@ func (n *Node) replaceContact(out *sip.Request, token string) {
 }
 
 // onRegister: first registration by the pool record, later ones by the per-host record of the P-CSCF used.
-func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
-	ctx := context.Background()
+func (n *Node) onRegister(r *sipx.Request) {
+	ctx, req, stx := r.Ctx, r.Req, r.Tx
 	to, contact := req.To(), req.Contact()
 	if to == nil || contact == nil {
 		n.px.Respond(stx, req, 400, "Bad Request (To and Contact needed)")
@@ -216,11 +219,8 @@ func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
 }
 
 // onRequest: from a phone, to the P-CSCF it registered through; from the network, to the phone of the token.
-func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
-	ctx := context.Background()
-	if !n.px.CheckLoop(stx, req) {
-		return
-	}
+func (n *Node) onRequest(r *sipx.Request) {
+	ctx, req, stx := r.Ctx, r.Req, r.Tx
 	if n.isPhone(req.Source()) {
 		n.fromPhone(ctx, stx, req)
 		return
@@ -290,12 +290,13 @@ func (n *Node) toPhone(ctx context.Context, stx sip.ServerTransaction, req *sip.
 }
 
 // onAck forwards an ACK for a 2xx: from a phone along its route set, from the network to the phone.
-func (n *Node) onAck(req *sip.Request, _ sip.ServerTransaction) {
-	ctx := context.Background()
+func (n *Node) onAck(r *sipx.Request) {
+	ctx, req := r.Ctx, r.Req
 	if n.isPhone(req.Source()) {
 		out := req.Clone()
 		sanitize(out)
-		n.px.Ack(ctx, out)
+		n.px.PopSelf(out)
+		n.px.SendAck(ctx, out)
 		return
 	}
 	ph := n.phoneByToken(req.Recipient.User)
@@ -306,5 +307,5 @@ func (n *Node) onAck(req *sip.Request, _ sip.ServerTransaction) {
 	out.Recipient = ph.Contact
 	sipx.RemoveHeaders(out, "Route")
 	sipx.PrependRoute(out, sip.Uri{Scheme: "sip", Host: hostOnly(ph.Addr), Port: portOnly(ph.Addr), UriParams: sip.HeaderParams{{K: "lr"}}})
-	n.px.Ack(ctx, out)
+	n.px.SendAck(ctx, out)
 }

@@ -29,12 +29,12 @@ type HSS interface {
 
 // Config configures an I-CSCF.
 type Config struct {
-	Host           string   // e.g. icscf.ims.test
-	Listen         string   // SIP/UDP listen address
-	Domain         string   // home domain
-	SCSCFPool      string   // host of the S-CSCF pool record, e.g. scscf.ims.test
-	VisitedNetwork string   // Visited-Network-Identifier when the request has no P-Visited-Network-ID (default: Domain)
-	Trusted        []string // source addresses (ip:port) allowed to send restore=1
+	Host           string     // e.g. icscf.ims.test
+	Listen         string     // SIP/UDP listen address
+	Domain         string     // home domain
+	SCSCFPool      string     // host of the S-CSCF pool record, e.g. scscf.ims.test
+	VisitedNetwork string     // Visited-Network-Identifier when the request has no P-Visited-Network-ID (default: Domain)
+	Peers          sipx.Peers // source addresses of the lab's SIP nodes by role (docs/security.md)
 	Forward        sipx.ForwarderConfig
 	// Restore enables the S-CSCF takeover of SPEC §4.5/§4.6 (LIR with UAT 2 and another S-CSCF when the stored
 	// one cannot be reached); false makes a dead S-CSCF's users unreachable until they re-register, as without
@@ -90,13 +90,15 @@ func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool
 		log = slog.Default()
 	}
 	n := &Node{cfg: cfg, hss: hss, log: log, rec: rec,
-		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log}, cfg.Forward, cfg.Host, cfg.Domain)}
+		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log, Trust: sipx.NewTrust(cfg.Peers)},
+			cfg.Forward, cfg.Host, cfg.Domain)}
 	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest})
 	return n, nil
 }
 
 // Run blocks until ctx is done (the endpoint serves the requests).
 func (n *Node) Run(ctx context.Context) error {
+	n.px.Start(ctx)
 	<-ctx.Done()
 	return nil
 }
@@ -174,35 +176,15 @@ func rendezvous(user, host string) uint64 {
 // another S-CSCF is the I-CSCF's decision (UAT 2 query), not DNS's; except with failover (SCSCFFailover, for
 // requests other than REGISTER), where the per-host record leads to a member holding a replicated copy.
 func (n *Node) toSCSCF(ctx context.Context, stx sip.ServerTransaction, out *sip.Request, host string, route []string, failover bool) sipx.Outcome {
-	if failover {
-		o := out.Clone()
-		if route != nil {
-			sipx.PrependRoute(o, sipx.RouteURI("", host, route...))
-		}
-		return n.px.Fwd.Forward(ctx, stx, o, sipx.SRVHop(host))
-	}
-	ts, err := n.px.Res.LookupSRV(ctx, "_sip._udp."+host)
-	if err != nil {
-		return sipx.Outcome{Err: err}
-	}
-	var addr string
-	for _, t := range ts {
-		if strings.EqualFold(t.Name, host) {
-			addr = t.Addr
-			break
-		}
-	}
-	if addr == "" {
-		return sipx.Outcome{Err: sipx.ErrNoTarget}
-	}
 	o := out.Clone()
 	if route != nil {
 		sipx.PrependRoute(o, sipx.RouteURI("", host, route...))
 	}
-	return n.px.Fwd.Forward(ctx, stx, o, sipx.Hop{Host: host, Addr: addr})
+	if failover {
+		return n.px.Fwd.Forward(ctx, stx, o, sipx.SRVHop(host))
+	}
+	return n.px.Fwd.Forward(ctx, stx, o, sipx.PinnedHop(host))
 }
-
-func (n *Node) trusted(req *sip.Request) bool { return slices.Contains(n.cfg.Trusted, req.Source()) }
 
 // answerCx maps a Cx error to a SIP response.
 func (n *Node) answerCx(stx sip.ServerTransaction, req *sip.Request, cmd string, err error) {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/emiago/sipgo/sip"
 	"github.com/icholy/digest"
 
 	"github.com/imslab/quasipool/internal/cx"
@@ -14,9 +13,11 @@ import (
 
 // onRegister: UAR, then the assigned S-CSCF, and when it cannot be reached UAR with UAT 2 and another S-CSCF
 // (SPEC §3.1, §4.4). No S-CSCF left: 504.
-func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
-	ctx := context.Background()
-	if !n.px.CheckLoop(stx, req) {
+// Registrations come through a P-CSCF: a REGISTER from anyone else is refused.
+func (n *Node) onRegister(r *sipx.Request) {
+	ctx, req, stx := r.Ctx, r.Req, r.Tx
+	if r.Role != sipx.RolePCSCF {
+		n.px.Refuse(r, "register_not_from_pcscf")
 		return
 	}
 	to := req.To()
@@ -53,8 +54,7 @@ func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
 		n.answerCx(stx, req, "UAR", err)
 		return
 	}
-	out := req.Clone()
-	n.px.PopSelf(out)
+	out := r.Out
 	tried := map[string]bool{}
 	var order []string
 	stored := ""

@@ -4,30 +4,24 @@ import (
 	"context"
 	"time"
 
-	"github.com/emiago/sipgo/sip"
-
 	"github.com/imslab/quasipool/internal/cx"
 	"github.com/imslab/quasipool/internal/sipx"
 )
 
 // onRequest: LIR and the serving S-CSCF for terminating requests (SPEC §3.2, §4.6), and the takeover of
 // originating requests a backup P-CSCF marked with orig;restore=1 (SPEC §4.1, §4.5).
-func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
-	ctx := context.Background()
-	if !n.px.CheckLoop(stx, req) {
+//
+// The prelude (sipx.Proxy) has already refused orig and restore=1 from outside the trust domain and removed
+// P-Asserted-Identity from such senders; restore=1 is honoured from a P-CSCF only.
+func (n *Node) onRequest(r *sipx.Request) {
+	ctx, req, stx, out := r.Ctx, r.Req, r.Tx, r.Out
+	if r.InDialog() {
+		n.px.InDialog(r)
 		return
 	}
-	if sipx.HasToTag(req) {
-		n.px.InDialog(ctx, req, stx)
-		return
-	}
-	out := req.Clone()
-	top, _ := n.px.PopSelf(out)
-	orig := sipx.HasParam(top, sipx.ParamOrig)
-	restore := sipx.ParamValue(top, sipx.ParamRestore) == "1"
-	if restore && !n.trusted(req) {
-		n.log.Warn("restore=1 from an untrusted source", "call_id", sipx.CallID(req), "peer", req.Source())
-		n.px.Respond(stx, req, 403, "Forbidden")
+	orig, restore := r.Orig(), r.Restore()
+	if restore && r.Role != sipx.RolePCSCF {
+		n.px.Refuse(r, "restore_not_from_pcscf")
 		return
 	}
 	if restore && !*n.cfg.AcceptRestore {
@@ -36,11 +30,8 @@ func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
 	}
 	impu := sipx.AOR(req.Recipient)
 	if orig {
-		pai := sipx.FirstHeader(req, sipx.HdrPAssertedIdentity)
-		if id, err := sipx.IdentityOf(pai); err == nil {
-			impu = id
-		} else {
-			n.px.Respond(stx, req, 403, "Forbidden (no asserted identity)")
+		if impu = r.Identity(); impu == "" {
+			n.px.Refuse(r, "no_asserted_identity")
 			return
 		}
 	}

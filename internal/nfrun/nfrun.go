@@ -248,3 +248,13 @@ func Main(kind topology.Kind, args []string, build func(ctx context.Context, s *
 	}
 	return 0
 }
+
+// Peers returns the SIP source addresses of the lab's nodes by role, from the node configuration's trust section
+// (generated from the topology; never looked up in DNS).
+func (s *Stack) Peers() sipx.Peers {
+	t := s.Cfg.Trust
+	if t == nil {
+		return sipx.Peers{}
+	}
+	return sipx.Peers{BAC: t.BAC, PCSCF: t.PCSCF, ICSCF: t.ICSCF, SCSCF: t.SCSCF}
+}

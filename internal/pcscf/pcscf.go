@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,12 +26,12 @@ import (
 
 // Config configures a P-CSCF.
 type Config struct {
-	Host      string   // e.g. pcscf1.ims.test
-	Listen    string   // SIP/UDP listen address
-	Domain    string   // home domain (P-Visited-Network-ID)
-	ICSCF     string   // host of the home I-CSCF
-	PoolHosts []string // the P-CSCF pool members' hosts
-	Trusted   []string // source addresses (ip:port) of the BAC and the S-CSCFs
+	Host      string     // e.g. pcscf1.ims.test
+	Listen    string     // SIP/UDP listen address
+	Domain    string     // home domain (P-Visited-Network-ID)
+	ICSCF     string     // host of the home I-CSCF
+	PoolHosts []string   // the P-CSCF pool members' hosts
+	Peers     sipx.Peers // source addresses of the lab's SIP nodes by role (docs/security.md)
 	Forward   sipx.ForwarderConfig
 	// Restore enables the quasi-pool takeover (default true). Without it a P-CSCF refuses requests of users
 	// whose registration state it does not hold (504 with the restoration body for originating requests, 480 for
@@ -104,7 +103,8 @@ func New(cfg Config, ep *sipx.Endpoint, res pool.Resolver, health *pool.Health, 
 		self = append(self, cfg.Host)
 	}
 	n := &Node{cfg: cfg, log: log, rec: rec, now: time.Now, regs: map[string]*registration{}, contacts: map[string]*registration{},
-		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log}, cfg.Forward, self...)}
+		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log, Trust: sipx.NewTrust(cfg.Peers)},
+			cfg.Forward, self...)}
 	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest})
 	r, err := repl.Open(cfg.Replication, replState{n}, rec, log)
 	if err != nil {
@@ -116,6 +116,7 @@ func New(cfg Config, ep *sipx.Endpoint, res pool.Resolver, health *pool.Health, 
 
 // Run blocks until ctx is done, dropping lapsed registrations.
 func (n *Node) Run(ctx context.Context) error {
+	n.px.Start(ctx)
 	defer n.repl.Start(ctx)()
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
@@ -141,16 +142,14 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 }
 
-func (n *Node) trusted(req *sip.Request) bool { return slices.Contains(n.cfg.Trusted, req.Source()) }
-
 // onRegister adds Path and forwards to the I-CSCF; a 200 OK records the registration (SPEC §3.1 step 2, 7).
-func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
-	ctx := context.Background()
-	if !n.px.CheckLoop(stx, req) {
+// Phones register through the BAC: a REGISTER from anyone else is refused.
+func (n *Node) onRegister(r *sipx.Request) {
+	ctx, req, stx, out := r.Ctx, r.Req, r.Tx, r.Out
+	if r.Role != sipx.RoleBAC {
+		n.px.Refuse(r, "register_not_from_bac")
 		return
 	}
-	out := req.Clone()
-	n.px.PopSelf(out)
 	out.PrependHeader(sip.NewHeader(sipx.HdrPath, sipx.NameAddr(sipx.RouteURI("term", n.cfg.Host))))
 	if out.GetHeader(sipx.HdrPVisitedNetworkID) == nil {
 		out.AppendHeader(sip.NewHeader(sipx.HdrPVisitedNetworkID, `"`+n.cfg.Domain+`"`))
@@ -257,22 +256,16 @@ func (n *Node) knowsCallee(req *sip.Request) bool {
 }
 
 // onRequest routes initial requests (originating from the BAC, terminating from an S-CSCF) and in-dialog ones.
-func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
-	ctx := context.Background()
-	if !n.px.CheckLoop(stx, req) {
+func (n *Node) onRequest(r *sipx.Request) {
+	if r.InDialog() {
+		n.px.InDialog(r)
 		return
 	}
-	if sipx.HasToTag(req) {
-		n.px.InDialog(ctx, req, stx)
+	if r.Popped && r.Top.User == "term" {
+		n.terminating(r.Ctx, r, r.Req, r.Out)
 		return
 	}
-	out := req.Clone()
-	top, popped := n.px.PopSelf(out)
-	if popped && top.User == "term" {
-		n.terminating(ctx, stx, req, out)
-		return
-	}
-	n.originating(ctx, stx, req, out)
+	n.originating(r.Ctx, r, r.Req, r.Out)
 }
 
 func (n *Node) recordRoute(out *sip.Request) {
@@ -281,9 +274,10 @@ func (n *Node) recordRoute(out *sip.Request) {
 
 // terminating passes a request from the S-CSCF on by its Request-URI (the BAC). A request for a user this P-CSCF
 // does not know is taken over only from a trusted S-CSCF (SPEC §4.2).
-func (n *Node) terminating(ctx context.Context, stx sip.ServerTransaction, req, out *sip.Request) {
-	if !n.trusted(req) {
-		n.px.Respond(stx, req, 403, "Forbidden")
+func (n *Node) terminating(ctx context.Context, r *sipx.Request, req, out *sip.Request) {
+	stx := r.Tx
+	if r.Role != sipx.RoleSCSCF {
+		n.px.Refuse(r, "terminating_not_from_scscf")
 		return
 	}
 	if !*n.cfg.Restore && !n.knowsCallee(req) {
@@ -300,13 +294,14 @@ func (n *Node) terminating(ctx context.Context, stx sip.ServerTransaction, req, 
 
 // originating asserts the caller's identity and routes by its Service-Route; a caller registered elsewhere (its
 // P-CSCF died) or whose S-CSCF cannot be reached goes to the I-CSCF marked orig;restore=1 (SPEC §4.1, §4.5).
-func (n *Node) originating(ctx context.Context, stx sip.ServerTransaction, req, out *sip.Request) {
-	if !n.trusted(req) {
-		n.px.Respond(stx, req, 403, "Forbidden")
+func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.Request) {
+	stx := r.Tx
+	if r.Role != sipx.RoleBAC {
+		n.px.Refuse(r, "originating_not_from_bac")
 		return
 	}
 	identity := ""
-	if ppi := sipx.FirstHeader(req, sipx.HdrPPreferredIdentity); ppi != "" {
+	if ppi := sipx.FirstHeader(out, sipx.HdrPPreferredIdentity); ppi != "" {
 		identity, _ = sipx.IdentityOf(ppi)
 	}
 	if identity == "" {
@@ -356,16 +351,7 @@ func (n *Node) toSCSCF(ctx context.Context, stx sip.ServerTransaction, out *sip.
 	if n.cfg.SCSCFFailover {
 		return n.px.Fwd.Forward(ctx, stx, out, sipx.SRVHop(host))
 	}
-	ts, err := n.px.Res.LookupSRV(ctx, "_sip._udp."+host)
-	if err != nil {
-		return sipx.Outcome{Err: err}
-	}
-	for _, t := range ts {
-		if strings.EqualFold(t.Name, host) {
-			return n.px.Fwd.Forward(ctx, stx, out, sipx.Hop{Host: host, Addr: t.Addr})
-		}
-	}
-	return sipx.Outcome{Err: sipx.ErrNoTarget}
+	return n.px.Fwd.Forward(ctx, stx, out, sipx.PinnedHop(host))
 }
 
 // replState is the P-CSCF's registrations as seen by the replicator.

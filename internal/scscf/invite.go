@@ -12,28 +12,22 @@ import (
 
 // onRequest routes every request but REGISTER, ACK and OPTIONS: in-dialog requests by their Route set, initial
 // requests by originating (Route carries orig) or terminating procedures.
-func (n *Node) onRequest(req *sip.Request, stx sip.ServerTransaction) {
-	ctx := context.Background()
-	if !n.px.CheckLoop(stx, req) {
+//
+// Initial requests come from the trust domain only (a P-CSCF by Service-Route, the I-CSCF): the S-CSCF serves
+// and restores users on behalf of the node that asserted their identity, never on a stranger's word.
+func (n *Node) onRequest(r *sipx.Request) {
+	if r.InDialog() {
+		n.px.InDialog(r)
 		return
 	}
-	if sipx.HasToTag(req) {
-		n.px.InDialog(ctx, req, stx)
+	if !r.Role.InTrustDomain() {
+		n.px.Refuse(r, "initial_request_from_untrusted")
 		return
 	}
-	out := req.Clone()
-	top, popped := n.px.PopSelf(out)
-	orig := popped && (top.User == "orig" || sipx.HasParam(top, sipx.ParamOrig))
-	restore := popped && sipx.ParamValue(top, sipx.ParamRestore) == "1"
-	if restore && !n.trusted(req) {
-		n.log.Warn("restore=1 from an untrusted source", "call_id", sipx.CallID(req), "peer", req.Source())
-		n.px.Respond(stx, req, 403, "Forbidden")
-		return
-	}
-	if orig {
-		n.originating(ctx, stx, req, out, restore)
+	if r.Orig() {
+		n.originating(r.Ctx, r, r.Req, r.Out, r.Restore())
 	} else {
-		n.terminating(ctx, stx, req, out, restore)
+		n.terminating(r.Ctx, r.Tx, r.Req, r.Out, r.Restore())
 	}
 }
 
@@ -43,13 +37,12 @@ func (n *Node) recordRoute(out *sip.Request) {
 
 // originating serves a request from a registered user (TS 24.229 §5.4.3.2): identity from P-Asserted-Identity,
 // no application servers in the lab, then on to the callee's home network (its I-CSCF).
-func (n *Node) originating(ctx context.Context, stx sip.ServerTransaction, req, out *sip.Request, restore bool) {
-	served := ""
-	if pai := sipx.FirstHeader(req, sipx.HdrPAssertedIdentity); pai != "" {
-		served, _ = sipx.IdentityOf(pai)
-	}
-	if served == "" && req.From() != nil {
-		served = sipx.AOR(req.From().Address)
+func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.Request, restore bool) {
+	stx := r.Tx
+	served := r.Identity()
+	if served == "" {
+		n.px.Refuse(r, "no_asserted_identity")
+		return
 	}
 	b := n.lookup(served)
 	if b == nil {

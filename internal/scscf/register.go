@@ -18,8 +18,15 @@ import (
 )
 
 // onRegister is the registrar: SIP Digest with MAR, then SAR with the restoration info (TS 24.229 §5.4.1).
-func (n *Node) onRegister(req *sip.Request, stx sip.ServerTransaction) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+//
+// Registrations come through the I-CSCF: a REGISTER from anyone else is refused.
+func (n *Node) onRegister(r *sipx.Request) {
+	req, stx := r.Req, r.Tx
+	if r.Role != sipx.RoleICSCF {
+		n.px.Refuse(r, "register_not_from_icscf")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Ctx, 5*time.Second)
 	defer cancel()
 	to := req.To()
 	if to == nil {

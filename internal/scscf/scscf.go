@@ -30,12 +30,12 @@ type HSS interface {
 
 // Config configures an S-CSCF.
 type Config struct {
-	Host      string   // its host name, e.g. scscf1.ims.test (Service-Route, Record-Route, Server-Name)
-	Listen    string   // SIP/UDP listen address
-	Domain    string   // home domain, e.g. ims.test
-	ICSCF     string   // host of the home I-CSCF (originating requests to home users go there)
-	PoolHosts []string // the S-CSCF pool members' hosts (a peer's per-host SRV record may fail over to us)
-	Trusted   []string // source addresses (ip:port) allowed to send restore=1
+	Host      string     // its host name, e.g. scscf1.ims.test (Service-Route, Record-Route, Server-Name)
+	Listen    string     // SIP/UDP listen address
+	Domain    string     // home domain, e.g. ims.test
+	ICSCF     string     // host of the home I-CSCF (originating requests to home users go there)
+	PoolHosts []string   // the S-CSCF pool members' hosts (a peer's per-host SRV record may fail over to us)
+	Peers     sipx.Peers // source addresses of the lab's SIP nodes by role (docs/security.md)
 	Expires   struct{ Min, Max, Default time.Duration }
 	NonceTTL  time.Duration
 	Forward   sipx.ForwarderConfig
@@ -139,7 +139,8 @@ func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool
 	n := &Node{
 		cfg: cfg, hss: hss, log: log, rec: rec, now: time.Now,
 		regs: map[string]*binding{}, nonces: map[string]*challenge{}, failures: map[string]int{},
-		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log}, cfg.Forward, self...),
+		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log, Trust: sipx.NewTrust(cfg.Peers)},
+			cfg.Forward, self...),
 	}
 	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest})
 	r, err := repl.Open(cfg.Replication, replState{n}, rec, log)
@@ -152,6 +153,7 @@ func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool
 
 // Run serves until ctx is done and de-registers nothing: a killed S-CSCF's users stay registered in the HSS.
 func (n *Node) Run(ctx context.Context) error {
+	n.px.Start(ctx)
 	defer n.repl.Start(ctx)()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -234,10 +236,6 @@ func (n *Node) remove(b *binding) {
 			delete(n.regs, u)
 		}
 	}
-}
-
-func (n *Node) trusted(req *sip.Request) bool {
-	return slices.Contains(n.cfg.Trusted, req.Source())
 }
 
 func errString(err error) string {

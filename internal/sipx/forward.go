@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,6 +137,15 @@ func (f *Forwarder) Targets(ctx context.Context, hop Hop, tried map[string]bool)
 		ts, err := f.res.LookupSRV(ctx, hop.SRV)
 		if err != nil {
 			return nil, fmt.Errorf("sipx: resolve %s: %w", hop.SRV, err)
+		}
+		if hop.Pin != "" {
+			var pinned []pool.Target
+			for _, t := range ts {
+				if strings.EqualFold(strings.TrimSuffix(t.Name, "."), strings.TrimSuffix(hop.Pin, ".")) {
+					pinned = append(pinned, t)
+				}
+			}
+			ts = pinned
 		}
 		all = ts
 		if f.health != nil {

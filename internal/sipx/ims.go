@@ -164,14 +164,24 @@ type Hop struct {
 	Host string // host name or IP from the URI (for logs)
 	SRV  string // "_sip._udp.<host>" when the URI has a host name and no port
 	Addr string // "ip:port" when the URI has an explicit port or an IP
+	// Pin keeps only the SRV target of that name (a named S-CSCF, not its failover list): peer health still
+	// applies, so a pinned target known to be down gives ErrNoTarget at once.
+	Pin string
 }
 
 func (h Hop) String() string {
 	if h.SRV != "" {
+		if h.Pin != "" {
+			return h.SRV + "@" + h.Pin
+		}
 		return h.SRV
 	}
 	return h.Addr
 }
+
+// PinnedHop is the priority-1 member of a host's per-host SRV record, and only it: the named node, with no
+// failover to the rest of its pool.
+func PinnedHop(host string) Hop { return Hop{Host: host, SRV: "_sip._udp." + host, Pin: host} }
 
 // HopFor returns the hop for a URI. An IP literal without a port gets 5060.
 func HopFor(u sip.Uri) Hop {

@@ -2,20 +2,33 @@ package sipx
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
-	"strings"
+	"runtime/debug"
+	"sync/atomic"
 	"time"
 
-	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/pool"
 )
 
-// Proxy is what every SIP network function of the testbed shares: an endpoint, a forwarder with health and the
-// routing rules of a loose-routing stateful proxy (RFC 3261 §16) for requests that need no decision of the node
-// itself (in-dialog requests, ACK for 2xx, OPTIONS).
+// Proxy is the framework every SIP network function of the testbed stands on: an endpoint, a forwarder with
+// peer health, the trust of the node (who may assert identity, who may send orig and restore=1) and the
+// handler prelude of a loose-routing stateful proxy (RFC 3261 §16), written once:
+//
+//   - a panic in a handler is recovered and answered 500, the node keeps serving;
+//   - Max-Forwards and Via loops are answered 483 / 482;
+//   - the sender's role is read from its source address (Trust), never from the message;
+//   - from a sender outside the trust domain, P-Asserted-Identity is removed (and P-Preferred-Identity too,
+//     except from the BAC) and orig / restore parameters are removed from every Route entry; a request whose
+//     own Route entry (or Service-Route user "orig") carries them is refused 403;
+//   - the node's own Route entry is popped from a copy (Request.Out);
+//   - every request gets a context derived from the node's, cancelled when its handler returns.
+//
+// A network function then only implements its procedures (func(*Request)).
 type Proxy struct {
 	EP     *Endpoint
 	Fwd    *Forwarder
@@ -23,9 +36,60 @@ type Proxy struct {
 	Res    pool.Resolver
 	Rec    *obs.Recorder
 	Log    *slog.Logger
+	Trust  *Trust
 	// Self are the host names a Route entry may carry and still be ours: the node's own host and, for pool
 	// members, the other members of its pool (a peer's per-host SRV record fails over to us).
 	Self []string
+
+	base atomic.Pointer[context.Context]
+}
+
+// Request is one request as a handler sees it, after the prelude.
+type Request struct {
+	Ctx  context.Context
+	Req  *sip.Request // as received; read it, do not change it
+	Out  *sip.Request // the copy to forward: own Route entry popped, untrusted identity and markers removed
+	Tx   sip.ServerTransaction
+	Role Role // the sender's role, from its source address
+	// Top is this node's Route entry (popped from Out) when Popped.
+	Top    sip.Uri
+	Popped bool
+}
+
+// InDialog reports a request that belongs to a dialog (To tag present).
+func (r *Request) InDialog() bool { return HasToTag(r.Req) }
+
+// Orig reports the originating marker on this node's Route entry: the orig parameter, or the user part "orig"
+// of a Service-Route. Only possible from the trust domain (the prelude refuses it from anyone else).
+func (r *Request) Orig() bool {
+	return r.Popped && (r.Top.User == "orig" || HasParam(r.Top, ParamOrig))
+}
+
+// Restore reports restore=1 on this node's Route entry. Only possible from the trust domain.
+func (r *Request) Restore() bool { return r.Popped && ParamValue(r.Top, ParamRestore) == "1" }
+
+// Source is the sender's address (ip:port).
+func (r *Request) Source() string { return r.Req.Source() }
+
+// Identity is the asserted identity of the request (P-Asserted-Identity, kept only from the trust domain), "" when
+// there is none.
+func (r *Request) Identity() string {
+	if pai := FirstHeader(r.Out, HdrPAssertedIdentity); pai != "" {
+		if id, err := IdentityOf(pai); err == nil {
+			return id
+		}
+	}
+	return ""
+}
+
+// Start sets the context every request context derives from (the node's); before it, context.Background.
+func (p *Proxy) Start(ctx context.Context) { p.base.Store(&ctx) }
+
+func (p *Proxy) baseContext() context.Context {
+	if c := p.base.Load(); c != nil {
+		return *c
+	}
+	return context.Background()
 }
 
 // IsSelf reports whether a URI points at this node (or its pool, see Self).
@@ -66,6 +130,21 @@ func (p *Proxy) Respond(stx sip.ServerTransaction, req *sip.Request, code int, r
 	}
 }
 
+// Reply answers the request of r.
+func (r *Request) Reply(p *Proxy, code int, reason string, hdrs ...sip.Header) {
+	p.Respond(r.Tx, r.Req, code, reason, hdrs...)
+}
+
+// Refuse answers 403 to a request the node does not accept from this sender and records it as a "refused"
+// event (reason, method, call_id, the sender's address and role), so reports can count the refusals.
+func (p *Proxy) Refuse(r *Request, reason string) {
+	p.Rec.Emit("refused", map[string]any{"reason": reason, "method": string(r.Req.Method), "call_id": callID(r.Req),
+		"peer": r.Source(), "role": r.Role.String()})
+	p.Log.Info("refused", "reason", reason, "method", string(r.Req.Method), "call_id", callID(r.Req), "peer", r.Source(),
+		"role", r.Role.String())
+	p.Respond(r.Tx, r.Req, 403, "Forbidden ("+reason+")")
+}
+
 // Finish relays a forward's final response upstream, or answers for a forward that got none.
 func (p *Proxy) Finish(stx sip.ServerTransaction, req *sip.Request, out Outcome) {
 	switch {
@@ -73,11 +152,25 @@ func (p *Proxy) Finish(stx sip.ServerTransaction, req *sip.Request, out Outcome)
 		return // sipgo already answered 487 upstream
 	case out.Final != nil:
 		p.Fwd.Relay(stx, req, out.Final)
-	case out.Err != nil && strings.Contains(out.Err.Error(), ErrNoTarget.Error()):
+	case errors.Is(out.Err, ErrNoTarget):
 		p.Respond(stx, req, 503, "Service Unavailable")
 	default:
-		p.Respond(stx, req, 504, "Server Time-out")
+		code, reason := 504, "Server Time-out" // no answer, a transport error, a name that does not resolve
+		var se *StatusError
+		if errors.As(out.Err, &se) {
+			code, reason = se.Code, se.Reason
+		}
+		p.Respond(stx, req, code, reason)
 	}
+}
+
+// Fail answers a request with the status of err (StatusOf).
+func (p *Proxy) Fail(r *Request, err error) {
+	code, reason := StatusOf(err)
+	if code >= 500 {
+		p.Log.Warn("request failed", "method", string(r.Req.Method), "call_id", callID(r.Req), "status", code, "err", err)
+	}
+	p.Respond(r.Tx, r.Req, code, reason)
 }
 
 // CheckLoop answers 483 when Max-Forwards is exhausted and 482 when this node's address already appears in the
@@ -105,26 +198,36 @@ func (p *Proxy) Options(req *sip.Request, stx sip.ServerTransaction) {
 	p.Respond(stx, req, 200, "OK")
 }
 
-// InDialog loose-routes a request that belongs to a dialog (To tag present): pop our Route, send to the next hop.
-func (p *Proxy) InDialog(ctx context.Context, req *sip.Request, stx sip.ServerTransaction) {
-	if !p.CheckLoop(stx, req) {
+// InDialog loose-routes a request that belongs to a dialog (To tag present) to the next hop, but only when it
+// carries this node's own Record-Route (our Route entry was popped) or comes from the trust domain: the node is
+// no open relay for whoever sends a request with a To tag.
+func (p *Proxy) InDialog(r *Request) {
+	if !r.Popped && !r.Role.InTrustDomain() {
+		p.Refuse(r, "not_our_dialog")
 		return
 	}
-	out := req.Clone()
-	p.PopSelf(out)
-	p.Finish(stx, req, p.Fwd.Forward(ctx, stx, out, NextHop(out)))
+	p.Finish(r.Tx, r.Req, p.Fwd.Forward(r.Ctx, r.Tx, r.Out, NextHop(r.Out)))
 }
 
-// Ack forwards an ACK (for a 2xx: its own transaction-less request) statelessly along its Route.
-func (p *Proxy) Ack(ctx context.Context, req *sip.Request) {
-	out := req.Clone()
-	p.PopSelf(out)
+// Ack forwards an ACK for a 2xx (its own transaction-less request) statelessly along its Route, under the rule
+// of InDialog.
+func (p *Proxy) Ack(r *Request) {
+	if !r.Popped && !r.Role.InTrustDomain() {
+		p.Log.Info("ack dropped: not our dialog", "call_id", callID(r.Req), "peer", r.Source())
+		return
+	}
+	p.SendAck(r.Ctx, r.Out)
+}
+
+// SendAck sends an ACK (already routed: own Route popped) statelessly to its next hop.
+func (p *Proxy) SendAck(ctx context.Context, out *sip.Request) {
 	hop := NextHop(out)
 	targets, err := p.Fwd.Targets(ctx, hop, nil)
 	if err != nil || len(targets) == 0 {
-		p.Log.Warn("ack: no target", "call_id", callID(req), "hop", hop.String(), "err", err)
+		p.Log.Warn("ack: no target", "call_id", callID(out), "hop", hop.String(), "err", err)
 		return
 	}
+	out = out.Clone()
 	out.PrependHeader(p.EP.Via())
 	if mf := out.MaxForwards(); mf != nil {
 		mf.Dec()
@@ -132,7 +235,7 @@ func (p *Proxy) Ack(ctx context.Context, req *sip.Request) {
 	p.EP.Bind(out)
 	out.SetDestination(targets[0].Addr)
 	if err := p.EP.Client.WriteRequest(out, noBuild); err != nil {
-		p.Log.Warn("ack: send", "call_id", callID(req), "peer", targets[0].Name, "err", err)
+		p.Log.Warn("ack: send", "call_id", callID(out), "peer", targets[0].Name, "err", err)
 	}
 }
 
@@ -155,6 +258,10 @@ type Deps struct {
 	Health *pool.Health
 	Rec    *obs.Recorder
 	Log    *slog.Logger
+	// Trust maps source addresses to roles (nil: every sender is untrusted).
+	Trust *Trust
+	// Seed seeds the forwarder's target choice (0: from the clock).
+	Seed uint64
 }
 
 // NewProxy builds the shared proxy of a network function whose Route entries name one of self.
@@ -162,27 +269,118 @@ func NewProxy(d Deps, fwd ForwarderConfig, self ...string) *Proxy {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Proxy{EP: d.EP, Health: d.Health, Res: d.Res, Rec: d.Rec, Log: d.Log, Self: self,
-		Fwd: NewForwarder(d.EP, d.Res, d.Health, fwd, d.Rec, d.Log, uint64(time.Now().UnixNano()))}
+	seed := d.Seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	return &Proxy{EP: d.EP, Health: d.Health, Res: d.Res, Rec: d.Rec, Log: d.Log, Self: self, Trust: d.Trust,
+		Fwd: NewForwarder(d.EP, d.Res, d.Health, fwd, d.Rec, d.Log, seed)}
 }
 
-// Handlers are a network function's entry points; nil Ack and Options get the proxy's defaults.
+// Handler is a network function's procedure for one request, after the prelude.
+type Handler func(r *Request)
+
+// Handlers are a network function's entry points; nil Ack gets Proxy.Ack. OPTIONS is answered by the proxy;
+// CANCEL by sipgo.
 type Handlers struct {
-	Register sipgo.RequestHandler
-	Request  sipgo.RequestHandler // every other method but ACK, CANCEL (sipgo answers it) and OPTIONS
-	Ack      sipgo.RequestHandler
+	Register Handler
+	Request  Handler // every other method but ACK, CANCEL and OPTIONS
+	Ack      Handler
 }
 
-// Serve registers a network function's handlers on its endpoint.
+// Serve registers a network function's handlers on its endpoint, each behind the prelude.
 func (p *Proxy) Serve(h Handlers) {
 	srv := p.EP.Server
 	if h.Ack == nil {
-		h.Ack = func(req *sip.Request, _ sip.ServerTransaction) { p.Ack(context.Background(), req) }
+		h.Ack = p.Ack
 	}
-	srv.OnRegister(h.Register)
-	for _, m := range []sip.RequestMethod{sip.INVITE, sip.BYE, sip.MESSAGE, sip.UPDATE, sip.INFO, sip.PRACK} {
-		srv.OnRequest(m, h.Request)
+	srv.OnRegister(p.wrap(h.Register, true))
+	req := p.wrap(h.Request, true)
+	for _, m := range []sip.RequestMethod{sip.INVITE, sip.BYE, sip.MESSAGE, sip.UPDATE, sip.INFO, sip.PRACK, sip.NOTIFY,
+		sip.SUBSCRIBE, sip.REFER, sip.PUBLISH} {
+		srv.OnRequest(m, req)
 	}
-	srv.OnAck(h.Ack)
-	srv.OnOptions(p.Options)
+	srv.OnAck(p.wrap(h.Ack, false))
+	srv.OnOptions(func(req *sip.Request, stx sip.ServerTransaction) {
+		defer p.recover(req, stx)
+		p.Options(req, stx)
+	})
+}
+
+// recover turns a handler panic into a 500 answer (when there is a transaction) and an event.
+func (p *Proxy) recover(req *sip.Request, stx sip.ServerTransaction) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	p.Log.Error("sip handler panic", "method", string(req.Method), "call_id", callID(req), "panic", fmt.Sprint(v),
+		"stack", string(debug.Stack()))
+	p.Rec.Emit("sip_panic", map[string]any{"method": string(req.Method), "call_id": callID(req), "panic": fmt.Sprint(v)})
+	if stx != nil {
+		p.Respond(stx, req, 500, "Server Internal Error")
+	}
+}
+
+// wrap puts the prelude in front of a handler (see Proxy).
+func (p *Proxy) wrap(h Handler, withTx bool) func(*sip.Request, sip.ServerTransaction) {
+	return func(req *sip.Request, stx sip.ServerTransaction) {
+		if !withTx {
+			stx = nil
+		}
+		defer p.recover(req, stx)
+		if h == nil {
+			if stx != nil {
+				p.Respond(stx, req, 405, "Method Not Allowed")
+			}
+			return
+		}
+		if stx != nil && !p.CheckLoop(stx, req) {
+			return
+		}
+		ctx, cancel := context.WithCancel(p.baseContext())
+		defer cancel()
+		r := &Request{Ctx: ctx, Req: req, Tx: stx, Role: p.Trust.RoleOf(req.Source())}
+		r.Out = req.Clone()
+		if !r.Role.InTrustDomain() {
+			marked := p.sanitize(r)
+			if marked {
+				if stx != nil {
+					p.Refuse(r, "marker_from_untrusted")
+				}
+				return
+			}
+		}
+		r.Top, r.Popped = p.PopSelf(r.Out)
+		h(r)
+	}
+}
+
+// sanitize removes from a request of a sender outside the trust domain what only the trust domain may assert:
+// P-Asserted-Identity, P-Preferred-Identity (except from the BAC: the P-CSCF checks it), and orig / restore on
+// every Route entry. It reports whether this node's own Route entry carried orig or restore (such a request is
+// refused, SPEC §4).
+func (p *Proxy) sanitize(r *Request) (marked bool) {
+	out := r.Out
+	RemoveHeaders(out, HdrPAssertedIdentity)
+	if r.Role != RoleBAC {
+		RemoveHeaders(out, HdrPPreferredIdentity)
+	}
+	routes := Routes(out)
+	if len(routes) == 0 {
+		return false
+	}
+	RemoveHeaders(out, "Route")
+	for i := len(routes) - 1; i >= 0; i-- {
+		u := routes[i]
+		if i == 0 && p.IsSelf(u) && (u.User == "orig" || HasParam(u, ParamOrig) || HasParam(u, ParamRestore)) {
+			marked = true
+		}
+		if u.UriParams != nil {
+			u.UriParams = u.UriParams.Clone()
+			u.UriParams.Remove(ParamOrig)
+			u.UriParams.Remove(ParamRestore)
+		}
+		PrependRoute(out, u)
+	}
+	return marked
 }

@@ -308,6 +308,14 @@ func (c *NodeConfig) Validate() error {
 		need("hss.origin_realm", c.HSS.OriginRealm)
 	case KindBAC:
 		need("peers.pcscf_pool", c.Peers.PCSCFPool)
+	}
+	switch c.Kind {
+	case KindBAC, KindPCSCF, KindICSCF, KindSCSCF:
+		if c.Trust == nil {
+			v.add("trust", "missing (a %s needs to know its peers: docs/security.md)", c.Kind)
+		}
+	}
+	switch c.Kind {
 	case KindPCSCF:
 		need("peers.icscf", c.Peers.ICSCF)
 	case KindICSCF:
