@@ -323,7 +323,7 @@ func (r *Replicator) peerAt(ctx context.Context, p *peerConn, ip netip.Addr) boo
 
 // refuse closes a connection it does not believe, counts it, logs it and records it as an event (throttled).
 func (r *Replicator) refuse(c net.Conn, from, reason string) {
-	_ = c.Close()
+	defer c.Close()
 	r.refused.Add(1)
 	remote := c.RemoteAddr().String()
 	r.evMu.Lock()
