@@ -20,10 +20,10 @@
 // The names are not secrets; this is a filter against strays and the wrong host, not authentication.
 //
 // Limits: a line (one message) is at most MaxMessage bytes; at most MaxConns incoming connections are served at
-// once; an incoming connection silent for IdleTimeout is closed (a sender closes its own connection after half
-// of that idle time, and dials again for the next change, so it never writes into one the peer has closed);
-// every write to a peer has a WriteTimeout; a peer gets at most one full copy per HelloInterval however often
-// it says hello (hellos inside the interval are answered by one copy at its end).
+// once; an incoming connection silent for IdleTimeout (5 s before its first message) is closed, and a sender
+// closes its own connection after half that idle time and dials again for the next change, so it never writes
+// into one the peer has closed; every write to a peer has a WriteTimeout; a peer gets at most one full copy per
+// HelloInterval however often it says hello (the hellos inside an interval are answered by one copy at its end).
 package repl
 
 import (
@@ -162,6 +162,10 @@ type peerConn struct {
 
 // queueLen bounds the messages waiting for one peer; beyond it changes are dropped (and counted in the log).
 const queueLen = 1 << 14
+
+// identifyTimeout is how long an incoming connection may stay silent before its first message (which says
+// which peer it is), when IdleTimeout is longer: a slot is not held for long by someone who says nothing.
+const identifyTimeout = 5 * time.Second
 
 // refusalEvents is the number of repl_refused events recorded per second at most; the others are counted in the
 // next one's "suppressed".
@@ -364,7 +368,11 @@ func (r *Replicator) serve(ctx context.Context, c net.Conn, ip netip.Addr) {
 	sc.Buffer(make([]byte, 0, min(4096, r.cfg.MaxMessage+1)), r.cfg.MaxMessage+1) // +1: the newline
 	var speaker *peerConn                                                         // the peer this connection speaks for, fixed by its first message
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(r.cfg.IdleTimeout))
+		wait := r.cfg.IdleTimeout
+		if speaker == nil {
+			wait = min(wait, identifyTimeout) // a peer's sender writes at once when it dials
+		}
+		_ = c.SetReadDeadline(time.Now().Add(wait))
 		if !sc.Scan() {
 			break
 		}
