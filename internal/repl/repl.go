@@ -347,14 +347,17 @@ func (r *Replicator) refuse(c net.Conn, from, reason string) {
 	if !emit {
 		return
 	}
-	r.log.Warn("repl: connection refused", "peer", remote, "from", from, "reason", reason, "suppressed", suppressed)
 	f := map[string]any{"remote": remote, "reason": reason}
+	attrs := []any{"peer", remote, "reason", reason}
 	if from != "" {
 		f["from"] = from
+		attrs = append(attrs, "from", from)
 	}
 	if suppressed > 0 {
 		f["suppressed"] = suppressed
+		attrs = append(attrs, "suppressed", suppressed)
 	}
+	r.log.Warn("repl: connection refused", attrs...)
 	r.rec.Emit("repl_refused", f)
 }
 
