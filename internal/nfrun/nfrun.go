@@ -107,7 +107,7 @@ func (s *Stack) Replication() *repl.Config {
 	if r == nil {
 		return nil
 	}
-	return &repl.Config{Node: s.Cfg.Name, Listen: r.Listen, Peers: r.Peers}
+	return &repl.Config{Node: s.Cfg.Name, Listen: r.Listen, Peers: r.Peers, PeerNames: r.PeerNames}
 }
 
 // PoolHosts returns the members of the node's own pool (pcscf1.ims.test → every target of pcscf.ims.test).

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -18,8 +19,9 @@ import (
 
 // store is a network function's state: key → value.
 type store struct {
-	mu sync.Mutex
-	m  map[string]string
+	mu    sync.Mutex
+	m     map[string]string
+	snaps atomic.Int32 // full copies taken
 }
 
 func (s *store) Apply(m repl.Message) {
@@ -36,6 +38,7 @@ func (s *store) Apply(m repl.Message) {
 }
 
 func (s *store) Snapshot() []repl.Message {
+	s.snaps.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []repl.Message
@@ -78,10 +81,22 @@ func freeAddr() string {
 	return ln.Addr().String()
 }
 
+// start runs a member; peers are name=ip:port.
 func start(name, listen string, peers ...string) *member {
+	cfg := repl.Config{Node: name, Listen: listen}
+	for _, p := range peers {
+		n, a, ok := strings.Cut(p, "=")
+		Expect(ok).To(BeTrue(), "peer %q: want name=ip:port", p)
+		cfg.PeerNames = append(cfg.PeerNames, n)
+		cfg.Peers = append(cfg.Peers, a)
+	}
+	return startCfg(cfg)
+}
+
+func startCfg(cfg repl.Config) *member {
 	m := &member{st: &store{m: map[string]string{}}, events: &syncBuf{}}
 	var err error
-	m.r, err = repl.New(repl.Config{Node: name, Listen: listen, Peers: peers}, m.st, obs.NewRecorder(m.events, name), nil)
+	m.r, err = repl.New(cfg, m.st, obs.NewRecorder(m.events, cfg.Node), nil)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(m.r.Listen()).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -114,9 +129,9 @@ func putMsg(k, v string) repl.Message {
 var _ = Describe("Replicator", Label("integration"), func() {
 	It("pushes puts and deletes to every peer, one repl_send event per message", SpecTimeout(20*time.Second), func(ctx SpecContext) {
 		a1, a2, a3 := freeAddr(), freeAddr(), freeAddr()
-		m1 := start("m1", a1, a2, a3)
-		m2 := start("m2", a2, a1, a3)
-		m3 := start("m3", a3, a1, a2)
+		m1 := start("m1", a1, "m2="+a2, "m3="+a3)
+		m2 := start("m2", a2, "m1="+a1, "m3="+a3)
+		m3 := start("m3", a3, "m1="+a1, "m2="+a2)
 		m1.put("user0001", "scscf1")
 		m2.put("user0002", "scscf2")
 		for _, m := range []*member{m1, m2, m3} {
@@ -133,18 +148,23 @@ var _ = Describe("Replicator", Label("integration"), func() {
 
 	It("gives a member that starts (again) a full copy of a peer's state", SpecTimeout(20*time.Second), func(ctx SpecContext) {
 		a1, a2 := freeAddr(), freeAddr()
-		m1 := start("m1", a1, a2)
+		m1 := start("m1", a1, "m2="+a2)
 		m1.put("user0001", "x")
 		m1.put("user0002", "y")
-		m2 := start("m2", a2, a1) // after the changes: it missed them
+		m2 := start("m2", a2, "m1="+a1) // after the changes: it missed them
 		Eventually(m2.st.get).Should(Equal(map[string]string{"user0001": "x", "user0002": "y"}))
 		m2.stop()
-		m3 := start("m2-again", a2, a1)
+		m3 := start("m2", a2, "m1="+a1) // the same member, restarted
 		Eventually(m3.st.get).Should(Equal(map[string]string{"user0001": "x", "user0002": "y"}))
 	})
 
-	It("needs a listen address and peers", func() {
-		_, err := repl.New(repl.Config{Listen: "127.0.0.1:1"}, &store{}, nil, nil)
+	It("needs a listen address, peers and one name per peer", func() {
+		_, err := repl.New(repl.Config{Node: "m1", Listen: "127.0.0.1:1"}, &store{}, nil, nil)
 		Expect(err).To(MatchError(ContainSubstring("peers")))
+		_, err = repl.New(repl.Config{Node: "m1", Listen: "127.0.0.1:1", Peers: []string{"127.0.0.1:2"}}, &store{}, nil, nil)
+		Expect(err).To(MatchError("repl: peer_names: 0 names for 1 peers"))
+		_, err = repl.New(repl.Config{Node: "m1", Listen: "127.0.0.1:1", Peers: []string{"127.0.0.1:2", "127.0.0.1:3"},
+			PeerNames: []string{"m2", "m2"}}, &store{}, nil, nil)
+		Expect(err).To(MatchError(ContainSubstring(`"m2" listed twice`)))
 	})
 })

@@ -67,9 +67,12 @@ type Peers struct {
 
 // ReplicationConfig is where a pool member pushes its registration state and where it receives its peers'
 // (internal/repl, docs/schemes.md): member-to-member over TCP, on the same port number as the member's SIP/UDP.
+// The member accepts replication only from its peers: a connection from a peer's IP, and messages that name a
+// peer (PeerNames[i] is the node at Peers[i]).
 type ReplicationConfig struct {
-	Listen string   `yaml:"listen"` // ip:port, TCP
-	Peers  []string `yaml:"peers"`  // ip:port (TCP) of the members that get a copy of every change
+	Listen    string   `yaml:"listen"`     // ip:port, TCP
+	Peers     []string `yaml:"peers"`      // ip:port (TCP) of the members that get a copy of every change
+	PeerNames []string `yaml:"peer_names"` // node names of the peers, in the order of Peers (required)
 }
 
 // DNSNodeConfig is what dnsd needs besides the common fields.
@@ -162,8 +165,12 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 	case KindHSS:
 		c.Trust = &Trust{DiameterPeers: t.DiameterPeers()}
 	}
-	if peers := t.ReplicationPeers(n.Name); n.Pool != "" && peers != nil {
-		c.Replication = &ReplicationConfig{Listen: n.Listen(), Peers: peers}
+	if peers := t.ReplicationPeerNodes(n.Name); n.Pool != "" && peers != nil {
+		c.Replication = &ReplicationConfig{Listen: n.Listen()}
+		for _, p := range peers {
+			c.Replication.Peers = append(c.Replication.Peers, p.Listen())
+			c.Replication.PeerNames = append(c.Replication.PeerNames, p.Name)
+		}
 	}
 	return c, nil
 }
@@ -280,8 +287,24 @@ func (c *NodeConfig) Validate() error {
 	}
 	if r := c.Replication; r != nil {
 		v.hostPort("replication.listen", r.Listen)
+		if len(r.Peers) == 0 {
+			v.add("replication.peers", "none")
+		}
 		for i, a := range r.Peers {
 			v.hostPort(fmt.Sprintf("replication.peers[%d]", i), a)
+		}
+		// Older node configs had no peer names: they are refused (the member would not know whom to believe).
+		if len(r.PeerNames) != len(r.Peers) {
+			v.add("replication.peer_names", "%d names for %d peers (one node name per peer, in the order of peers)",
+				len(r.PeerNames), len(r.Peers))
+		}
+		seen := map[string]bool{}
+		for i, name := range r.PeerNames {
+			v.label(fmt.Sprintf("replication.peer_names[%d]", i), name)
+			if seen[name] {
+				v.add(fmt.Sprintf("replication.peer_names[%d]", i), "%q: listed twice", name)
+			}
+			seen[name] = true
 		}
 	}
 	need := func(field, val string) {

@@ -87,7 +87,7 @@ var _ = Describe("Protection schemes", Label("unit"), func() {
 		c, err := t.NodeConfig("pcscf2")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(c.Replication).To(Equal(&topology.ReplicationConfig{Listen: "127.0.0.1:5062",
-			Peers: []string{"127.0.0.1:5061", "127.0.0.1:5063"}}))
+			Peers: []string{"127.0.0.1:5061", "127.0.0.1:5063"}, PeerNames: []string{"pcscf1", "pcscf3"}}))
 		c, _ = t.NodeConfig("scscf1")
 		Expect(c.Replication).To(BeNil())
 	})
@@ -107,8 +107,28 @@ var _ = Describe("Protection schemes", Label("unit"), func() {
 		c, err := t.NodeConfig("scscf2")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(c.Replication.Peers).To(Equal([]string{"127.0.0.1:5085"}))
+		Expect(c.Replication.PeerNames).To(Equal([]string{"scscf2b"}))
 		c, _ = t.NodeConfig("scscf2b")
 		Expect(c.Replication.Peers).To(Equal([]string{"127.0.0.1:5082"}))
 		Expect(t.Trusted()).To(ContainElement("127.0.0.1:5085"))
+	})
+
+	It("refuses a replication section without one node name per peer (older node configs had none)", func() {
+		c, err := withSchemes(topology.SchemePoolSync, "").NodeConfig("pcscf2")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Validate()).To(Succeed())
+		b, err := c.Marshal()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(b)).To(ContainSubstring("peer_names:"))
+		back, err := topology.ParseNodeConfig(b)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(back.Replication).To(Equal(c.Replication))
+
+		c.Replication.PeerNames = nil
+		Expect(c.Validate()).To(MatchError(ContainSubstring("replication.peer_names: 0 names for 2 peers")))
+		c.Replication.PeerNames = []string{"pcscf1", "pcscf1"}
+		Expect(c.Validate()).To(MatchError(ContainSubstring(`replication.peer_names[1]: "pcscf1": listed twice`)))
+		c.Replication.PeerNames = []string{"pcscf1", "Not A Name"}
+		Expect(c.Validate()).To(MatchError(ContainSubstring("replication.peer_names[1]")))
 	})
 })

@@ -176,22 +176,32 @@ func (t *Topology) poolRecords(k Kind, w uint16) []Record {
 // registration state to: every other member under pool-sync, its partner under active-standby (member K and
 // its standby Kb), nil otherwise or for a node outside the pools.
 func (t *Topology) ReplicationPeers(name string) []string {
+	var out []string
+	for _, o := range t.ReplicationPeerNodes(name) {
+		out = append(out, o.Listen())
+	}
+	return out
+}
+
+// ReplicationPeerNodes returns the nodes behind ReplicationPeers, in the same order: a member accepts
+// replication only from them (their address, and their name in every message).
+func (t *Topology) ReplicationPeerNodes(name string) []Node {
 	n, ok := t.Node(name)
 	if !ok || n.Pool == "" {
 		return nil
 	}
 	p, _ := t.pool(n.Kind)
-	var out []string
+	var out []Node
 	for _, o := range t.NodesOfKind(n.Kind) {
 		if o.Name == n.Name {
 			continue
 		}
 		switch p.SchemeOf() {
 		case SchemePoolSync:
-			out = append(out, o.Listen())
+			out = append(out, o)
 		case SchemeActiveStandby:
 			if o.Index == n.Index {
-				out = append(out, o.Listen())
+				out = append(out, o)
 			}
 		}
 	}
