@@ -145,6 +145,13 @@ func (p *Proxy) Refuse(r *Request, reason string) {
 	p.Respond(r.Tx, r.Req, 403, "Forbidden ("+reason+")")
 }
 
+// RefuseAck records a refused ACK (no answer is possible: it is dropped).
+func (p *Proxy) RefuseAck(r *Request, reason string) {
+	p.Rec.Emit("refused", map[string]any{"reason": reason, "method": string(r.Req.Method), "call_id": callID(r.Req),
+		"peer": r.Source(), "role": r.Role.String()})
+	p.Log.Info("ack dropped", "reason", reason, "call_id", callID(r.Req), "peer", r.Source(), "role", r.Role.String())
+}
+
 // Finish relays a forward's final response upstream, or answers for a forward that got none.
 func (p *Proxy) Finish(stx sip.ServerTransaction, req *sip.Request, out Outcome) {
 	switch {
@@ -213,7 +220,7 @@ func (p *Proxy) InDialog(r *Request) {
 // of InDialog.
 func (p *Proxy) Ack(r *Request) {
 	if !r.Popped && !r.Role.InTrustDomain() {
-		p.Log.Info("ack dropped: not our dialog", "call_id", callID(r.Req), "peer", r.Source())
+		p.RefuseAck(r, "not_our_dialog")
 		return
 	}
 	p.SendAck(r.Ctx, r.Out)

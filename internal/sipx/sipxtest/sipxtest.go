@@ -28,16 +28,28 @@ func Log() *slog.Logger {
 	return slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// Endpoint binds a SIP endpoint for host on 127.0.0.1 (a free port), serves it until the spec ends and returns
-// it once it can send and receive.
-func Endpoint(host string) *sipx.Endpoint {
+// Bind binds a SIP endpoint for host on 127.0.0.1 (a free port) without serving it yet: register the handlers
+// (build the node) first, then Serve. Handlers registered on an endpoint that already serves race with its
+// reader goroutine (the race detector sees no happens-before edge through UDP).
+func Bind(host string) *sipx.Endpoint {
 	ep, err := sipx.NewEndpoint(host, "127.0.0.1:0", Log())
 	Expect(err).NotTo(HaveOccurred())
+	return ep
+}
+
+// Serve serves an endpoint until the spec ends and returns once it can send and receive.
+func Serve(ep *sipx.Endpoint) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = ep.Serve(ctx) }()
 	DeferCleanup(func() { cancel(); <-done })
 	Eventually(ep.Listening()).Should(BeClosed())
+}
+
+// Endpoint binds and serves an endpoint at once (for endpoints whose handlers need no registration).
+func Endpoint(host string) *sipx.Endpoint {
+	ep := Bind(host)
+	Serve(ep)
 	return ep
 }
 
@@ -58,7 +70,7 @@ type Peer struct {
 
 // StartPeer starts a peer named host (its Contact host and Via).
 func StartPeer(host string) *Peer {
-	p := &Peer{Name: host, EP: Endpoint(host)}
+	p := &Peer{Name: host, EP: Bind(host)}
 	h := func(req *sip.Request, tx sip.ServerTransaction) {
 		p.mu.Lock()
 		p.got = append(p.got, req)
@@ -93,6 +105,7 @@ func StartPeer(host string) *Peer {
 		p.got = append(p.got, req)
 		p.mu.Unlock()
 	})
+	Serve(p.EP)
 	return p
 }
 
