@@ -353,6 +353,8 @@ func (p *Proxy) wrap(h Handler, withTx bool) func(*sip.Request, sip.ServerTransa
 			if marked {
 				if stx != nil {
 					p.Refuse(r, "marker_from_untrusted")
+				} else {
+					p.RefuseAck(r, "marker_from_untrusted")
 				}
 				return
 			}
