@@ -3,6 +3,7 @@ package sipx
 import (
 	"context"
 	"errors"
+	"strings"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -208,12 +209,36 @@ func (p *Proxy) Options(req *sip.Request, stx sip.ServerTransaction) {
 // InDialog loose-routes a request that belongs to a dialog (To tag present) to the next hop, but only when it
 // carries this node's own Record-Route (our Route entry was popped) or comes from the trust domain: the node is
 // no open relay for whoever sends a request with a To tag.
+//
+// From outside the trust domain the next hop must moreover be a host of the home network (a name under the
+// node's own domain, no IP literal, no port): every route set and remote target the lab hands out names such a host, so
+// only a forged route set leads elsewhere.
 func (p *Proxy) InDialog(r *Request) {
 	if !r.Popped && !r.Role.InTrustDomain() {
 		p.Refuse(r, "not_our_dialog")
 		return
 	}
-	p.Finish(r.Tx, r.Req, p.Fwd.Forward(r.Ctx, r.Tx, r.Out, NextHop(r.Out)))
+	hop := NextHop(r.Out)
+	if !r.Role.InTrustDomain() && !p.inHomeNetwork(hop) {
+		p.Refuse(r, "relay_outside_home_network")
+		return
+	}
+	p.Finish(r.Tx, r.Req, p.Fwd.Forward(r.Ctx, r.Tx, r.Out, hop))
+}
+
+// inHomeNetwork reports a hop whose host is a name under this node's domain (pcscf1.ims.test → ims.test) with no
+// port, resolved through its SRV record (a port would skip SRV and could name any socket of the host).
+func (p *Proxy) inHomeNetwork(h Hop) bool {
+	if h.SRV == "" {
+		return false
+	}
+	_, domain, ok := strings.Cut(strings.TrimSuffix(p.EP.Host, "."), ".")
+	if !ok || domain == "" {
+		return false
+	}
+	host := strings.ToLower(strings.TrimSuffix(h.Host, "."))
+	domain = strings.ToLower(domain)
+	return host == domain || strings.HasSuffix(host, "."+domain)
 }
 
 // Ack forwards an ACK for a 2xx (its own transaction-less request) statelessly along its Route, under the rule
@@ -221,6 +246,10 @@ func (p *Proxy) InDialog(r *Request) {
 func (p *Proxy) Ack(r *Request) {
 	if !r.Popped && !r.Role.InTrustDomain() {
 		p.RefuseAck(r, "not_our_dialog")
+		return
+	}
+	if !r.Role.InTrustDomain() && !p.inHomeNetwork(NextHop(r.Out)) {
+		p.RefuseAck(r, "relay_outside_home_network")
 		return
 	}
 	p.SendAck(r.Ctx, r.Out)

@@ -204,11 +204,15 @@ func Request(method sip.RequestMethod, ruri string, hdrs ...string) *sip.Request
 		Expect(ok).To(BeTrue(), "header %q: want Name: value", h)
 		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
 		has[strings.ToLower(name)] = true
-		req.AppendHeader(parseHeader(name, value))
+		for _, x := range parseHeader(name, value) {
+			req.AppendHeader(x)
+		}
 	}
 	def := func(name, value string) {
 		if !has[strings.ToLower(name)] {
-			req.AppendHeader(parseHeader(name, value))
+			for _, x := range parseHeader(name, value) {
+				req.AppendHeader(x)
+			}
 		}
 	}
 	def("From", "<sip:user0001@ims.test>;tag="+sip.GenerateBranchN(8))
@@ -222,17 +226,22 @@ func Request(method sip.RequestMethod, ruri string, hdrs ...string) *sip.Request
 	return req
 }
 
-// parseHeader turns one header line into the typed header sipgo expects, by parsing a minimal message.
-func parseHeader(name, value string) sip.Header {
+// parseHeader turns one header line into the typed headers sipgo expects (a comma-separated Route or Via line
+// gives several), by parsing a minimal message.
+func parseHeader(name, value string) []sip.Header {
 	raw := "OPTIONS sip:x SIP/2.0\r\n" + name + ": " + value + "\r\nContent-Length: 0\r\n\r\n"
 	msg, err := sip.NewParser().ParseSIP([]byte(raw))
 	Expect(err).NotTo(HaveOccurred(), "header %s: %s", name, value)
+	var out []sip.Header
 	for _, h := range msg.(*sip.Request).Headers() {
 		if strings.EqualFold(h.Name(), name) || strings.EqualFold(h.Name(), canonical(name)) {
-			return h
+			out = append(out, h)
 		}
 	}
-	return sip.NewHeader(name, value)
+	if len(out) == 0 {
+		out = append(out, sip.NewHeader(name, value))
+	}
+	return out
 }
 
 func canonical(name string) string {
