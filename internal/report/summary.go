@@ -45,6 +45,8 @@ type Summary struct {
 	Bins           []Bin        `json:"bins"`
 	Ladders        []LadderInfo `json:"ladders,omitempty"`
 	Pcap           PcapInfo     `json:"pcap"`
+	// Security counts the requests the nodes refused (absent when none was).
+	Security *Security `json:"security,omitempty"`
 	Expectations   any          `json:"expectations,omitempty"` // filled by the scenario runner
 	Warnings       []string     `json:"warnings,omitempty"`
 	Files          []string     `json:"files"`
