@@ -472,7 +472,7 @@ var _ = Describe("Attacks from the lab network during a P-CSCF takeover", Label(
 			"the HSS still names user0001's own S-CSCF")
 	})
 
-	It("attack 5: a P-CSCF and an S-CSCF do not relay an in-dialog request to an address the sender chose", SpecTimeout(90*time.Second), func(sctx SpecContext) {
+	It("attack 5: a P-CSCF, the I-CSCF and the S-CSCFs do not relay an in-dialog request to an address the sender chose", SpecTimeout(90*time.Second), func(sctx SpecContext) {
 		rogue := newSIPSocket("rogue5", 480)
 		sink := newSIPSocket("sink", 200)
 		var live string
@@ -489,7 +489,7 @@ var _ = Describe("Attacks from the lab network during a P-CSCF takeover", Label(
 			}
 			return sent(rogue.request(method, "sip:user0002@"+sink.addr, hdrs...))
 		}
-		for _, node := range []string{live, "scscf1", "scscf2"} {
+		for _, node := range []string{live, "icscf", "scscf1", "scscf2"} {
 			for _, m := range []sip.RequestMethod{sip.BYE, sip.INVITE} {
 				for _, route := range []bool{true, false} {
 					By(fmt.Sprintf("%s ← %s with a To tag, Request-URI the sink, Route to the sink: %v", node, m, route))
