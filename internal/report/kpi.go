@@ -81,6 +81,7 @@ func analyse(r *run) *analysis {
 	a.findAffected(r)
 	a.directions(r)
 	a.cx(r)
+	a.security(r)
 	a.calls(r)
 	a.bins(r)
 	a.users()

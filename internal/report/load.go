@@ -80,6 +80,10 @@ type event struct {
 	ServerName   string `json:"server_name"`
 	// repl_send (state replication between pool members)
 	Bytes int `json:"bytes"`
+	// refused (a SIP node's 403 to a sender it does not accept) / cx_refused (the HSS); peer and reason above
+	Method string `json:"method"`
+	Role   string `json:"role"`
+	Remote string `json:"remote"`
 }
 
 // traceLine is one line of trace/<node>.jsonl (docs/architecture.md, "Message trace").

@@ -181,6 +181,17 @@ func markdown(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
 			strings.ToUpper(l.info.Direction), l.info.IMPU, l.info.StartS, l.info.CallID, l.info.Messages,
 			strings.Join(l.info.Lanes, ", "), l.info.File, filepathToURL(l.info.File))
 	}
+	if rows := refusalRows(s); len(rows) > 0 {
+		fmt.Fprintf(&b, "\n## Refused requests\n\n%d requests refused by the nodes (SIP 403 with a `refused` event, or refused by the "+
+			"HSS on Cx): by node and reason in summary.json, `security.refused`.\n\n", s.Security.RefusedTotal)
+		b.WriteString("| " + strings.Join(refusalColumns, " | ") + " |\n|" + strings.Repeat("---|", len(refusalColumns)) + "\n")
+		for _, row := range rows {
+			for i := range row {
+				row[i] = mdEscape(row[i])
+			}
+			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+		}
+	}
 	if s.Pcap.File != "" {
 		fmt.Fprintf(&b, "\n## Capture\n\n[%s](%s): %d packets (%d SIP, %d Diameter; %d receiver copies dropped). "+
 			"Diameter is TCP on the HSS port; Wireshark decodes 3868 as Diameter by default.\n", s.Pcap.File, s.Pcap.File,
@@ -242,6 +253,23 @@ func htmlReport(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
 	for _, l := range ladders {
 		fmt.Fprintf(&b, "<figure id=\"ladder-%s\">\n%s\n<figcaption>%s call of %s, Call-ID <code>%s</code> (%d messages)</figcaption></figure>\n",
 			e(l.info.Direction), inlineSVG(l.svg), e(strings.ToUpper(l.info.Direction)), e(l.info.IMPU), e(l.info.CallID), l.info.Messages)
+	}
+	if rows := refusalRows(s); len(rows) > 0 {
+		fmt.Fprintf(&b, "<h2 id=\"refused\">Refused requests</h2>\n<p>%d requests refused by the nodes (SIP 403 with a <code>refused</code> "+
+			"event, or refused by the HSS on Cx): by node and reason in summary.json, <code>security.refused</code>.</p>\n<table>\n<tr>",
+			s.Security.RefusedTotal)
+		for _, c := range refusalColumns {
+			fmt.Fprintf(&b, "<th>%s</th>", e(c))
+		}
+		b.WriteString("</tr>\n")
+		for _, row := range rows {
+			b.WriteString("<tr>")
+			for _, v := range row {
+				fmt.Fprintf(&b, "<td>%s</td>", e(v))
+			}
+			b.WriteString("</tr>\n")
+		}
+		b.WriteString("</table>\n")
 	}
 	if s.Pcap.File != "" {
 		fmt.Fprintf(&b, "<h2>Capture</h2>\n<p><a href=\"%s\">%s</a>: %d packets (%d SIP, %d Diameter; %d receiver copies dropped).</p>\n",

@@ -45,9 +45,11 @@ type Summary struct {
 	Bins           []Bin        `json:"bins"`
 	Ladders        []LadderInfo `json:"ladders,omitempty"`
 	Pcap           PcapInfo     `json:"pcap"`
-	Expectations   any          `json:"expectations,omitempty"` // filled by the scenario runner
-	Warnings       []string     `json:"warnings,omitempty"`
-	Files          []string     `json:"files"`
+	// Security counts the requests the nodes refused (absent when none was).
+	Security     *Security `json:"security,omitempty"`
+	Expectations any       `json:"expectations,omitempty"` // filled by the scenario runner
+	Warnings     []string  `json:"warnings,omitempty"`
+	Files        []string  `json:"files"`
 }
 
 // Fault is one fault of the scenario with the instant it actually happened.
