@@ -81,6 +81,9 @@ func registrar(req *sip.Request) (int, []sip.Header) {
 	if req.Method != sip.REGISTER {
 		return 200, nil
 	}
+	if req.To() == nil || req.Contact() == nil {
+		return 400, nil
+	}
 	impu := sipx.AOR(req.To().Address)
 	assoc := "<" + impu + ">"
 	if impu == user1 {
