@@ -3,6 +3,7 @@ package pcscf
 import (
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/imslab/quasipool/internal/repl"
 	"github.com/imslab/quasipool/internal/sipx"
 )
 
@@ -21,3 +22,6 @@ func (n *Node) Handle(r *sipx.Request) {
 
 // Proxy returns the node's proxy (for the fuzz target's imitation of the prelude).
 func (n *Node) Proxy() *sipx.Proxy { return n.px }
+
+// ApplyReplicated applies a pool peer's replication message, as the replicator does.
+func (n *Node) ApplyReplicated(m repl.Message) { replState{n}.Apply(m) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/pcscf"
 	"github.com/imslab/quasipool/internal/pool"
+	"github.com/imslab/quasipool/internal/repl"
 	"github.com/imslab/quasipool/internal/sipx"
 	"github.com/imslab/quasipool/internal/sipx/sipxtest"
 )
@@ -29,6 +30,7 @@ const (
 // lab is a P-CSCF (pcscf1) under test with fake peers: the BAC, the I-CSCF, the S-CSCF scscf1 (all configured
 // peers), and a stranger and a victim on the lab network (not configured).
 type lab struct {
+	node     *pcscf.Node
 	addr     string
 	res      *pool.StaticResolver
 	ev       *sipxtest.Events
@@ -66,6 +68,7 @@ func startLab(restore bool) *lab {
 		Forward:   sipx.ForwarderConfig{NoAnswer: 300 * time.Millisecond}, Restore: &restore},
 		ep, l.res, nil, l.ev.Rec, sipxtest.Log())
 	Expect(err).NotTo(HaveOccurred())
+	l.node = node
 	ctx, cancel := context.WithCancel(context.Background())
 	served, done := make(chan struct{}), make(chan struct{})
 	go func() { defer close(served); _ = ep.Serve(ctx) }()
@@ -260,6 +263,34 @@ var _ = Describe("P-CSCF", Label("integration"), func() {
 				Expect(l.bac.MustSend(invite("P-Preferred-Identity: garbage"), l.addr).StatusCode).To(Equal(400))
 				Expect(l.bac.MustSend(invite("P-Preferred-Identity: <sip:@>"), l.addr).StatusCode).To(Equal(400))
 				Expect(l.scscf1.Count(sip.INVITE) + l.icscf.Count(sip.INVITE)).To(BeZero())
+			}, SpecTimeout(10*time.Second))
+		})
+
+		Describe("a pool peer's replicated registration (pool-sync)", func() {
+			BeforeEach(func() {
+				l.node.ApplyReplicated(repl.Message{Op: repl.OpPut, From: peer2, Key: user1, Data: []byte(`{"impu":"` + user1 +
+					`","contact":"` + token1 + `","service_route":["<sip:orig@scscf1.ims.test;lr>"],"associated":["` + user1 +
+					`","` + tel1 + `"],"expires":"` + time.Now().Add(time.Hour).Format(time.RFC3339) + `"}`)})
+			})
+
+			It("serves the peer's user by its Service-Route, no restore", func(ctx SpecContext) {
+				res := l.bac.MustSend(invite("P-Preferred-Identity: <"+tel1+">", "Contact: <"+token1+">"), l.addr)
+				Expect(res.StatusCode).To(Equal(200))
+				Expect(pai(l.scscf1.Last(sip.INVITE))).To(Equal([]string{"<" + tel1 + ">"}))
+				Expect(l.icscf.Count(sip.INVITE)).To(BeZero())
+			}, SpecTimeout(10*time.Second))
+
+			It("binds the identity to the replicated registration's Contact", func(ctx SpecContext) {
+				res := l.bac.MustSend(invite("P-Preferred-Identity: <"+user1+">", "Contact: <"+token2+">"), l.addr)
+				Expect(res.StatusCode).To(Equal(403))
+				Expect(l.refused()).To(ContainElement("identity_of_other_contact"))
+			}, SpecTimeout(10*time.Second))
+
+			It("forgets it when the peer deletes it: the caller is taken over again", func(ctx SpecContext) {
+				l.node.ApplyReplicated(repl.Message{Op: repl.OpDelete, From: peer2, Key: user1})
+				res := l.bac.MustSend(invite("P-Preferred-Identity: <"+user1+">", "Contact: <"+token2+">"), l.addr)
+				Expect(res.StatusCode).To(Equal(200))
+				Expect(sipx.ParamValue(topRoute(l.icscf.Last(sip.INVITE)), sipx.ParamRestore)).To(Equal("1"))
 			}, SpecTimeout(10*time.Second))
 		})
 
