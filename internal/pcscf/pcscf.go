@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,7 +106,7 @@ func New(cfg Config, ep *sipx.Endpoint, res pool.Resolver, health *pool.Health, 
 	n := &Node{cfg: cfg, log: log, rec: rec, now: time.Now, regs: map[string]*registration{}, contacts: map[string]*registration{},
 		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log, Trust: sipx.NewTrust(cfg.Peers)},
 			cfg.Forward, self...)}
-	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest})
+	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest, Ack: n.onAck})
 	r, err := repl.Open(cfg.Replication, replState{n}, rec, log)
 	if err != nil {
 		return nil, fmt.Errorf("pcscf: %w", err)
@@ -150,6 +151,10 @@ func (n *Node) onRegister(r *sipx.Request) {
 		n.px.Refuse(r, "register_not_from_bac")
 		return
 	}
+	if !n.wellFormed(r) || n.forgedMarker(r) {
+		return
+	}
+	sipx.RemoveHeaders(out, sipx.HdrPPreferredIdentity) // identity is asserted by the S-CSCF's P-Associated-URI
 	out.PrependHeader(sip.NewHeader(sipx.HdrPath, sipx.NameAddr(sipx.RouteURI("term", n.cfg.Host))))
 	if out.GetHeader(sipx.HdrPVisitedNetworkID) == nil {
 		out.AppendHeader(sip.NewHeader(sipx.HdrPVisitedNetworkID, `"`+n.cfg.Domain+`"`))
@@ -257,8 +262,23 @@ func (n *Node) knowsCallee(req *sip.Request) bool {
 
 // onRequest routes initial requests (originating from the BAC, terminating from an S-CSCF) and in-dialog ones.
 func (n *Node) onRequest(r *sipx.Request) {
+	if !n.wellFormed(r) {
+		return
+	}
+	if r.Role == sipx.RoleUntrusted {
+		// Phones reach the network through the BAC only: nothing a stranger sends is relayed, in dialog or not.
+		n.px.Refuse(r, "not_from_bac_or_core")
+		return
+	}
+	if n.forgedMarker(r) {
+		return
+	}
 	if r.InDialog() {
-		n.px.InDialog(r)
+		if r.Role == sipx.RoleBAC {
+			// The prelude removed P-Asserted-Identity; P-Preferred-Identity is only read on initial requests.
+			sipx.RemoveHeaders(r.Out, sipx.HdrPPreferredIdentity)
+		}
+		n.px.InDialog(r) // only with our (or a pool peer's) Record-Route, or from the trust domain
 		return
 	}
 	if r.Popped && r.Top.User == "term" {
@@ -266,6 +286,57 @@ func (n *Node) onRequest(r *sipx.Request) {
 		return
 	}
 	n.originating(r.Ctx, r, r.Req, r.Out)
+}
+
+// onAck relays an ACK for a 2xx under the rule of in-dialog requests; an ACK from a stranger is dropped.
+func (n *Node) onAck(r *sipx.Request) {
+	if r.Role == sipx.RoleUntrusted {
+		n.log.Info("ack dropped: not from bac or core", "call_id", sipx.CallID(r.Req), "peer", r.Source())
+		return
+	}
+	if r.Role == sipx.RoleBAC {
+		sipx.RemoveHeaders(r.Out, sipx.HdrPPreferredIdentity)
+	}
+	n.px.Ack(r)
+}
+
+// wellFormed answers 400 to a request without the headers a proxy needs (From, To, Call-ID, CSeq): sipgo hands
+// such requests to the handlers when it can still build a transaction.
+func (n *Node) wellFormed(r *sipx.Request) bool {
+	req := r.Req
+	missing := ""
+	switch {
+	case req.From() == nil:
+		missing = "From"
+	case req.To() == nil:
+		missing = "To"
+	case req.CallID() == nil:
+		missing = "Call-ID"
+	case req.CSeq() == nil:
+		missing = "CSeq"
+	}
+	if missing == "" {
+		return true
+	}
+	n.px.Respond(r.Tx, req, 400, "Bad Request (missing "+missing+")")
+	return false
+}
+
+// forgedMarker refuses a request from outside the trust domain (the BAC) that carries restore on any Route
+// entry, or orig on any Route entry of an initial request: only this P-CSCF adds restore=1 (on its own Route to
+// the I-CSCF), and the BAC never routes an initial request. The prelude already stripped the markers from the
+// copy and refused them on our own entry; this closes the other entries too.
+func (n *Node) forgedMarker(r *sipx.Request) bool {
+	if r.Role.InTrustDomain() {
+		return false
+	}
+	for _, u := range sipx.Routes(r.Req) {
+		if sipx.HasParam(u, sipx.ParamRestore) || !r.InDialog() && (u.User == "orig" || sipx.HasParam(u, sipx.ParamOrig)) {
+			n.px.Refuse(r, "marker_from_untrusted")
+			return true
+		}
+	}
+	return false
 }
 
 func (n *Node) recordRoute(out *sip.Request) {
@@ -300,12 +371,8 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 		n.px.Refuse(r, "originating_not_from_bac")
 		return
 	}
-	identity := ""
-	if ppi := sipx.FirstHeader(out, sipx.HdrPPreferredIdentity); ppi != "" {
-		identity, _ = sipx.IdentityOf(ppi)
-	}
-	if identity == "" {
-		n.px.Respond(stx, req, 403, "Forbidden (no identity)")
+	identity, ok := n.callerIdentity(r)
+	if !ok {
 		return
 	}
 	sipx.RemoveHeaders(out, sipx.HdrPPreferredIdentity)
@@ -314,7 +381,7 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 	sipx.RemoveHeaders(out, "Route")
 	n.recordRoute(out)
 
-	reg := n.lookup(identity)
+	reg := n.lookup(identity) // the registration the identity belongs to (callerIdentity checked the binding)
 	reason := "not_registered_here"
 	if reg != nil && len(reg.ServiceRoute) > 0 {
 		viaSR := out.Clone()
@@ -343,6 +410,73 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 	sipx.PrependRoute(out, sipx.RouteURI("", n.cfg.ICSCF, sipx.ParamOrig, sipx.ParamRestore+"=1"))
 	n.rec.Emit("restore", map[string]any{"impu": identity, "reason": reason, "call_id": sipx.CallID(req), "method": string(req.Method)})
 	n.px.Finish(stx, req, n.px.Fwd.Forward(ctx, stx, out, sipx.SRVHop(n.cfg.ICSCF)))
+}
+
+// callerIdentity returns the identity to assert for an originating request from the BAC: its
+// P-Preferred-Identity, which the BAC binds to the phone's registration (docs/security.md). When this P-CSCF holds
+// the registration of that identity, the request must come with that registration's Contact (the phone's BAC
+// token); when it holds the registration of the request's Contact, the identity must be one of that
+// registration's (the registered IMPU or a P-Associated-URI). Without either (a takeover of a dead peer's user)
+// the BAC's word is taken. A missing identity is answered 403, an unparsable one 400; ok is false when answered.
+func (n *Node) callerIdentity(r *sipx.Request) (identity string, ok bool) {
+	ppi := sipx.HeaderValues(r.Out, sipx.HdrPPreferredIdentity)
+	if len(ppi) == 0 {
+		n.px.Respond(r.Tx, r.Req, 403, "Forbidden (no identity)")
+		return "", false
+	}
+	id, err := sipx.IdentityOf(ppi[0])
+	if err != nil || !validIdentity(id) {
+		n.px.Respond(r.Tx, r.Req, 400, "Bad Request (P-Preferred-Identity)")
+		return "", false
+	}
+	contact := ""
+	if c := r.Req.Contact(); c != nil {
+		contact = sipx.AOR(c.Address)
+	}
+	if reg := n.lookup(id); reg != nil && reg.Contact != "" && contact != "" && !strings.EqualFold(reg.Contact, contact) {
+		n.px.Refuse(r, "identity_of_other_contact")
+		return "", false
+	}
+	if reg := n.byContact(contact); reg != nil && !reg.has(id) {
+		n.px.Refuse(r, "identity_not_of_contact")
+		return "", false
+	}
+	return id, true
+}
+
+// validIdentity accepts a sip:, sips: or tel: URI with something in it.
+func validIdentity(id string) bool {
+	scheme, rest, ok := strings.Cut(id, ":")
+	if !ok || rest == "" || strings.ContainsAny(rest, " \t\r\n<>\"") {
+		return false
+	}
+	switch scheme {
+	case "sip", "sips":
+		user, host, _ := strings.Cut(rest, "@")
+		return user != "" && host != ""
+	case "tel":
+		return true
+	}
+	return false
+}
+
+// has reports an identity of the registration: its IMPU or an associated one.
+func (r *registration) has(id string) bool {
+	return strings.EqualFold(r.IMPU, id) || slices.ContainsFunc(r.Associated, func(a string) bool { return strings.EqualFold(a, id) })
+}
+
+// byContact returns the live registration of a registered Contact AOR, nil when none.
+func (n *Node) byContact(contact string) *registration {
+	if contact == "" {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	r := n.contacts[contact]
+	if r == nil || n.now().After(r.Expires) {
+		return nil
+	}
+	return r
 }
 
 // toSCSCF sends to the S-CSCF of the Service-Route and to it only; its failure is handled by the I-CSCF with
