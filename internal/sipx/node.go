@@ -373,6 +373,12 @@ func (p *Proxy) wrap(h Handler, withTx bool) func(*sip.Request, sip.ServerTransa
 		if stx != nil && !p.CheckLoop(stx, req) {
 			return
 		}
+		if missing := missingHeader(req); missing != "" {
+			if stx != nil {
+				p.Respond(stx, req, 400, "Bad Request (no "+missing+")")
+			}
+			return
+		}
 		ctx, cancel := context.WithCancel(p.baseContext())
 		defer cancel()
 		r := &Request{Ctx: ctx, Req: req, Tx: stx, Role: p.Trust.RoleOf(req.Source())}
@@ -421,4 +427,21 @@ func (p *Proxy) sanitize(r *Request) (marked bool) {
 		PrependRoute(out, u)
 	}
 	return marked
+}
+
+// missingHeader names a header RFC 3261 §8.1.1 requires of every request that the request lacks, "" when none.
+func missingHeader(req *sip.Request) string {
+	switch {
+	case req.From() == nil:
+		return "From"
+	case req.To() == nil:
+		return "To"
+	case req.CallID() == nil:
+		return "Call-ID"
+	case req.CSeq() == nil:
+		return "CSeq"
+	case req.Via() == nil:
+		return "Via"
+	}
+	return ""
 }

@@ -121,4 +121,13 @@ var _ = Describe("Proxy prelude (trust boundary)", Label("unit"), func() {
 		Expect(events.Of("sip_panic")).To(HaveLen(1))
 		Expect(bac.MustSend(invite(), px.EP.Addr).StatusCode).To(Equal(200))
 	})
+
+	It("answers 400 to a request without a header every request needs", SpecTimeout(10e9), func(_ SpecContext) {
+		req := invite()
+		req.RemoveHeader("Call-ID")
+		Expect(bac.MustSend(req, px.EP.Addr).StatusCode).To(Equal(400))
+		mu.Lock()
+		Expect(seen).To(BeEmpty())
+		mu.Unlock()
+	})
 })
