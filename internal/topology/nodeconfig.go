@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -145,6 +147,9 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 			SubscribersFile: t.HSS.SubscribersFile}
 	case KindBAC:
 		c.Peers.PCSCFPool = t.FQDN(string(KindPCSCF))
+		if t.Networks != nil {
+			c.AccessListen = net.JoinHostPort(t.AccessAddress(n), strconv.Itoa(n.Ports[0].Port))
+		}
 	case KindPCSCF:
 		c.Peers.ICSCF = icscf
 	case KindICSCF:
