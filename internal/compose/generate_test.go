@@ -134,8 +134,8 @@ var _ = Describe("the generated compose lab", func() {
 		Expect(networksOf("hss")).To(ConsistOf("cx"), "the HSS has no access or core network")
 		Expect(networksOf("icscf")).To(ConsistOf("core", "cx"))
 		for _, k := range []string{"1", "2", "3"} {
-			Expect(networksOf("pcscf"+k)).To(ConsistOf("core"))
-			Expect(networksOf("scscf"+k)).To(ConsistOf("core", "cx"))
+			Expect(networksOf("pcscf" + k)).To(ConsistOf("core"))
+			Expect(networksOf("scscf" + k)).To(ConsistOf("core", "cx"))
 		}
 		Expect(doc.Networks["access"].Internal).To(BeFalse())
 		Expect(doc.Networks["core"].Internal).To(BeTrue(), "nothing is forwarded into the core network")
