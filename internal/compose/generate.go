@@ -292,11 +292,6 @@ func addrOn(t *topology.Topology, n topology.Node, network string) string {
 	return n.Address
 }
 
-// rpFilter makes a container drop a datagram that arrives on an interface its reply would not leave by (strict
-// reverse-path filtering): a process on the host, which is on every bridge, cannot send into the core or Cx
-// network from its access-network address (the compose backend's phones) even one way.
-var rpFilter = map[string]string{"net.ipv4.conf.all.rp_filter": "1"}
-
 func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byte, error) {
 	image := o.Image
 	if image == "" {
@@ -333,7 +328,6 @@ func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byt
 			onCore = onCore || nw == NetworkCore
 		}
 		s := service{Image: image, User: o.User, Volumes: vols, Networks: networks, StopGrace: "5s", Restart: "no",
-			Sysctls: rpFilter,
 			Command: []string{"/bin/" + string(n.Kind), "--config", path.Join(MountConfig, "config", n.Name+".yaml")}}
 		if onCore {
 			s.DNS = []string{dnsAddr} // the HSS looks nothing up, and dnsd is not on the Cx network
@@ -342,7 +336,6 @@ func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byt
 		case topology.KindDNS:
 			// Port 53 for any uid: the lab may run as the invoking user to own its files.
 			s.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"}
-			maps.Copy(s.Sysctls, rpFilter)
 			s.Healthcheck = probe("dns", n.Listen(), t.Domain)
 		case topology.KindHSS:
 			s.Healthcheck = probe("tcp", n.Endpoint(topology.PortDiameter)) // needs no other node, not even dnsd
@@ -360,7 +353,7 @@ func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byt
 		networks := &orderedMap{}
 		networks.set(NetworkAccess, netCfg{IPv4: topology.TrafficAddr(nets.Access).String()})
 		services.set(TrafficService, service{Image: image, User: o.User, Volumes: vols, Networks: networks,
-			Sysctls: rpFilter, StopGrace: "10s", Restart: "no",
+			StopGrace: "10s", Restart: "no",
 			Command:   []string{"/bin/ue", "--config", path.Join(MountConfig, "ue.yaml")},
 			DependsOn: healthy(core...)})
 	}
@@ -368,19 +361,29 @@ func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byt
 	for _, nw := range []struct {
 		name     string
 		subnet   netip.Prefix
-		internal bool
+		hostless bool
 		suffix   string
 	}{{NetworkAccess, nets.Access, false, "-a"}, {NetworkCore, nets.Core, true, "-c"}, {NetworkCx, nets.Cx, true, "-x"}} {
 		network := &orderedMap{}
 		network.set("driver", "bridge")
-		if nw.internal {
-			// No route out of the network, and Docker drops what would be forwarded into it from another.
-			network.set("internal", true)
+		// Docker forwards nothing into or out of an internal network: a container on the access network can
+		// reach the BAC's access side and nothing else, not even through the host (no NAT to the outside either).
+		network.set("internal", true)
+		opts := map[string]string{}
+		if nw.hostless {
+			// And the host gets no address on the core and Cx bridges: the host is the gateway of every network it
+			// has an address on, so with one there a process on the host (the compose backend's phones, on the
+			// access network's gateway address) could talk to the CSCFs and the HSS directly, and they would
+			// answer through their default route.
+			opts["com.docker.network.bridge.inhibit_ipv4"] = "true"
 		}
 		network.set("ipam", map[string]any{"config": []map[string]string{{"subnet": nw.subnet.String(),
 			"gateway": topology.GatewayAddr(nw.subnet).String()}}})
 		if o.Bridge != "" {
-			network.set("driver_opts", map[string]string{"com.docker.network.bridge.name": o.Bridge + nw.suffix})
+			opts["com.docker.network.bridge.name"] = o.Bridge + nw.suffix
+		}
+		if len(opts) > 0 {
+			network.set("driver_opts", opts)
 		}
 		networks.set(nw.name, network)
 	}

@@ -35,8 +35,9 @@ type composeDoc struct {
 		} `yaml:"depends_on"`
 	} `yaml:"services"`
 	Networks map[string]struct {
-		Internal bool `yaml:"internal"`
-		IPAM     struct {
+		Internal   bool              `yaml:"internal"`
+		DriverOpts map[string]string `yaml:"driver_opts"`
+		IPAM       struct {
 			Config []struct {
 				Subnet string `yaml:"subnet"`
 			} `yaml:"config"`
@@ -137,9 +138,14 @@ var _ = Describe("the generated compose lab", func() {
 			Expect(networksOf("pcscf" + k)).To(ConsistOf("core"))
 			Expect(networksOf("scscf" + k)).To(ConsistOf("core", "cx"))
 		}
-		Expect(doc.Networks["access"].Internal).To(BeFalse())
-		Expect(doc.Networks["core"].Internal).To(BeTrue(), "nothing is forwarded into the core network")
-		Expect(doc.Networks["cx"].Internal).To(BeTrue(), "nothing is forwarded into the Cx network")
+		for name, nw := range doc.Networks {
+			Expect(nw.Internal).To(BeTrue(), "nothing is forwarded into or out of the %s network", name)
+		}
+		Expect(doc.Networks["access"].DriverOpts).To(BeEmpty(), "the host is on the access network (the compose backend's phones)")
+		for _, name := range []string{"core", "cx"} {
+			Expect(doc.Networks[name].DriverOpts).To(HaveKeyWithValue("com.docker.network.bridge.inhibit_ipv4", "true"),
+				"the host has no address on the %s network", name)
+		}
 		access := func(name string) string { return doc.Services[name].Networks["access"].IPv4 }
 
 		// The BAC has a socket on each side; the phones send everything to its access side.
