@@ -102,6 +102,9 @@ var _ = Describe("docker compose up with the committed docker-compose.yml", Labe
 	}, NodeTimeout(2*time.Minute))
 
 	It("brings every service to healthy; the phones register and call through the containers", func(ctx SpecContext) {
+		// The phones' way in: the BAC's socket on the access network (access_listen in its configuration).
+		out, err := probeFrom(ctx, compose.TrafficService, "sip", compose.MustDefault().PhoneProxy())
+		Expect(err).NotTo(HaveOccurred(), "the BAC answers on its access address: %s", out)
 		cs, err := eng.Containers(ctx, project)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cs).To(HaveLen(11))

@@ -318,7 +318,7 @@ func (l *Lab) startCapture() {
 	for _, i := range ifaces {
 		args = append(args, "-i", i)
 	}
-	cmd := exec.Command(bin, append(args, "-P", "-w", path)...)
+	cmd := exec.Command(bin, append(args, "-w", path)...) // pcapng: one file, three interfaces
 	logf, _ := os.Create(filepath.Join(l.cfg.RunDir, "logs", "capture.log"))
 	if logf != nil {
 		cmd.Stdout, cmd.Stderr = logf, logf
