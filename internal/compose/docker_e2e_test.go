@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -94,17 +95,19 @@ var _ = Describe("docker compose up with the committed docker-compose.yml", Labe
 		} {
 			out, err := probeFrom(ctx, compose.TrafficService, p.kind, p.addr, "--timeout", "1s")
 			Expect(err).To(HaveOccurred(), "the traffic container reaches %s: %s", p.addr, out)
-			Expect(out).To(ContainSubstring("probe %s %s", p.kind, p.addr), "the probe ran and failed")
+			Expect(out).To(MatchRegexp(`probe %s %s: .*i/o timeout`, p.kind, regexp.QuoteMeta(p.addr)),
+				"the probe ran and nothing answered, not even with an error")
 		}
 		out, err := probeFrom(ctx, compose.TrafficService, "dns", node("dnsd").Listen(), t.Domain, "--timeout", "1s")
 		Expect(err).To(HaveOccurred(), "the traffic container reaches dnsd: %s", out)
-		Expect(out).To(ContainSubstring("probe dns"), "the probe ran and failed")
+		Expect(out).To(MatchRegexp(`probe dns .*i/o timeout`), "the probe ran and nothing answered")
 	}, NodeTimeout(2*time.Minute))
 
 	It("brings every service to healthy; the phones register and call through the containers", func(ctx SpecContext) {
 		// The phones' way in: the BAC's socket on the access network (access_listen in its configuration).
-		out, err := probeFrom(ctx, compose.TrafficService, "sip", compose.MustDefault().PhoneProxy())
-		Expect(err).NotTo(HaveOccurred(), "the BAC answers on its access address: %s", out)
+		// Any SIP answer will do (a BAC may refuse a phone's OPTIONS): only silence means nobody listens.
+		out, _ := probeFrom(ctx, compose.TrafficService, "sip", compose.MustDefault().PhoneProxy())
+		Expect(out).To(Or(HaveSuffix(" ok"), ContainSubstring("answered")), "the BAC answers on its access address: %s", out)
 		cs, err := eng.Containers(ctx, project)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cs).To(HaveLen(11))
