@@ -4,8 +4,9 @@
 // Engine API), with a packet capture of the lab networks.
 //
 // The lab has three networks, as a real IMS (topology.Networks): access (the phones and the BAC's access side),
-// core (the BAC's core side, the CSCFs, dnsd; internal) and cx (the I-CSCF, the S-CSCFs and the HSS; internal).
-// A phone on the access network reaches the BAC and nothing behind it.
+// core (the BAC's core side, the CSCFs, dnsd) and cx (the I-CSCF, the S-CSCFs and the HSS). All three are
+// internal, and the host has an address on the access network only: a phone on the access network, in a
+// container or on the host, reaches the BAC and nothing behind it.
 //
 // Layout of a generated lab (Generate, Lab.Write):
 //
