@@ -26,7 +26,7 @@ func generateCompose(args []string, out, errOut io.Writer) error {
 	def := compose.DefaultOptions()
 	file := fs.String("file", compose.CommittedFile, "compose file to write")
 	dir := fs.String("config-dir", compose.CommittedDir, "directory of the node configurations (mounted at /lab)")
-	subnet := fs.String("subnet", def.Subnet.String(), "the lab network, an IPv4 /24 (node addresses in docs/compose.md)")
+	subnet := fs.String("subnet", def.Subnet.String(), "the core network, an IPv4 /24 or larger; access and Cx are the blocks just below and above it (docs/compose.md)")
 	phones := fs.Int("phones", def.Traffic.Phones, "phones of the traffic service (0 = no traffic service)")
 	rate := fs.Float64("call-rate", def.Traffic.CallRate, "calls per second of the traffic service")
 	check := fs.Bool("check", false, "write nothing; exit 1 naming the files that differ from what would be generated")
@@ -50,7 +50,8 @@ func generateCompose(args []string, out, errOut io.Writer) error {
 	if err := b.Write(*file, *dir); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "wrote %s and %s/ (%d services on %s)\n", *file, *dir, len(compose.ServiceNames(b.Topology))+1, b.Subnet)
+	fmt.Fprintf(out, "wrote %s and %s/ (%d services; access %s, core %s, cx %s)\n", *file, *dir,
+		len(compose.ServiceNames(b.Topology))+1, b.Networks.Access, b.Networks.Core, b.Networks.Cx)
 	return nil
 }
 

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/compose"
 	"github.com/imslab/quasipool/internal/testutil"
+	"github.com/imslab/quasipool/internal/topology"
 )
 
 // record is the part of a phone's record line the spec reads.
@@ -25,7 +28,7 @@ type record struct {
 	Result string `json:"result"`
 }
 
-var _ = Describe("docker compose up with the committed docker-compose.yml", Label("e2e", "docker"), Ordered, func() {
+var _ = Describe("docker compose up with the committed docker-compose.yml", Label("e2e", "docker"), Ordered, ContinueOnFailure, func() {
 	var (
 		repo, project string
 		eng           *compose.Engine
@@ -48,11 +51,63 @@ var _ = Describe("docker compose up with the committed docker-compose.yml", Labe
 			out, err := dc(ctx, "down", "-v", "-t", "2")
 			Expect(err).NotTo(HaveOccurred(), out)
 		}, NodeTimeout(time.Minute))
-	}, NodeTimeout(5*time.Minute))
-
-	It("brings every service to healthy; the phones register and call through the containers", func(ctx SpecContext) {
 		out, err := dc(ctx, "up", "-d", "--wait")
 		Expect(err).NotTo(HaveOccurred(), out)
+	}, NodeTimeout(5*time.Minute))
+
+	// probeFrom runs imslab probe in the network namespace of a service's container (the image has no shell).
+	probeFrom := func(ctx context.Context, service string, args ...string) (string, error) {
+		cs, err := eng.Containers(ctx, project)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cs).To(HaveKey(service))
+		full := append([]string{"run", "--rm", "--network", "container:" + cs[service].ID, compose.DefaultImage,
+			"/bin/imslab", "probe"}, args...)
+		out, err := exec.CommandContext(ctx, "docker", full...).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+
+	It("keeps the phones' network away from the CSCFs, dnsd and the HSS", func(ctx SpecContext) {
+		t := compose.MustDefault().Topology
+		node := func(name string) topology.Node {
+			n, ok := t.Node(name)
+			Expect(ok).To(BeTrue(), name)
+			return n
+		}
+		// The probes work: inside the core and Cx networks every one of these answers.
+		for _, p := range []struct{ from, kind, addr string }{
+			{"pcscf1", "sip", node("scscf1").Listen()},
+			{"bac", "sip", node("pcscf1").Listen()},
+			{"icscf", "tcp", node("hss").Endpoint(topology.PortDiameter)},
+			{"scscf1", "tcp", node("hss").Endpoint(topology.PortHTTP)},
+		} {
+			out, err := probeFrom(ctx, p.from, p.kind, p.addr)
+			Expect(err).NotTo(HaveOccurred(), "%s reaches %s: %s", p.from, p.addr, out)
+		}
+		// From the traffic container (the access network) none of them does, at any of its addresses.
+		for _, p := range []struct{ kind, addr string }{
+			{"sip", node("pcscf1").Listen()},
+			{"sip", node("icscf").Listen()},
+			{"sip", node("scscf1").Listen()},
+			{"sip", net.JoinHostPort(t.CxAddress(node("scscf1")), "5060")},
+			{"sip", node("bac").Listen()}, // the BAC's core side
+			{"tcp", node("hss").Endpoint(topology.PortDiameter)},
+			{"tcp", node("hss").Endpoint(topology.PortHTTP)},
+		} {
+			out, err := probeFrom(ctx, compose.TrafficService, p.kind, p.addr, "--timeout", "1s")
+			Expect(err).To(HaveOccurred(), "the traffic container reaches %s: %s", p.addr, out)
+			Expect(out).To(MatchRegexp(`probe %s %s: .*i/o timeout`, p.kind, regexp.QuoteMeta(p.addr)),
+				"the probe ran and nothing answered, not even with an error")
+		}
+		out, err := probeFrom(ctx, compose.TrafficService, "dns", node("dnsd").Listen(), t.Domain, "--timeout", "1s")
+		Expect(err).To(HaveOccurred(), "the traffic container reaches dnsd: %s", out)
+		Expect(out).To(MatchRegexp(`probe dns .*i/o timeout`), "the probe ran and nothing answered")
+	}, NodeTimeout(2*time.Minute))
+
+	It("brings every service to healthy; the phones register and call through the containers", func(ctx SpecContext) {
+		// The phones' way in: the BAC's socket on the access network (access_listen in its configuration).
+		// Any SIP answer will do (a BAC may refuse a phone's OPTIONS): only silence means nobody listens.
+		out, _ := probeFrom(ctx, compose.TrafficService, "sip", compose.MustDefault().PhoneProxy())
+		Expect(out).To(Or(HaveSuffix(" ok"), ContainSubstring("answered")), "the BAC answers on its access address: %s", out)
 		cs, err := eng.Containers(ctx, project)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cs).To(HaveLen(11))

@@ -1,7 +1,12 @@
 // Package compose runs the lab as Docker containers: it generates the compose file and the node configurations
 // from a topology (the same source as the local lab and the DNS zone, so they cannot drift), builds the lab
 // image, and controls a running compose lab for scenarios (kill, pause, stop, start, restart through the Docker
-// Engine API), with a packet capture of the lab network.
+// Engine API), with a packet capture of the lab networks.
+//
+// The lab has three networks, as a real IMS (topology.Networks): access (the phones and the BAC's access side),
+// core (the BAC's core side, the CSCFs, dnsd) and cx (the I-CSCF, the S-CSCFs and the HSS). All three are
+// internal, and the host has an address on the access network only: a phone on the access network, in a
+// container or on the host, reaches the BAC and nothing behind it.
 //
 // Layout of a generated lab (Generate, Lab.Write):
 //
@@ -15,11 +20,13 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -31,7 +38,8 @@ import (
 
 // Defaults of the generated lab.
 var (
-	// DefaultSubnet is the lab network of the committed docker-compose.yml.
+	// DefaultSubnet is the core network of the committed docker-compose.yml; the access network is the /24 below
+	// it (172.28.88.0/24), the Cx network the /24 above (172.28.90.0/24).
 	DefaultSubnet = netip.MustParsePrefix("172.28.89.0/24")
 )
 
@@ -43,8 +51,10 @@ const (
 	// MountConfig and MountData are where the configuration directory and the data land in the containers.
 	MountConfig = "/lab"
 	MountData   = "/data"
-	// NetworkName is the compose network of the lab.
-	NetworkName = "lab"
+	// The compose networks of the lab.
+	NetworkAccess = "access" // phones, the BAC's access side
+	NetworkCore   = "core"   // the BAC's core side, P-CSCFs, I-CSCF, S-CSCFs, dnsd
+	NetworkCx     = "cx"     // I-CSCF, S-CSCFs, HSS (Diameter, the HSS's HTTP API and metrics)
 )
 
 // The committed lab: docker-compose.yml at the repository root and its configuration directory, generated from
@@ -69,7 +79,8 @@ type Traffic struct {
 
 // Options configure Generate.
 type Options struct {
-	// Subnet is the lab network (default DefaultSubnet); node addresses follow topology.ForContainers.
+	// Subnet is the core network (default DefaultSubnet); the access and Cx networks are the blocks of the same
+	// size just below and just above it (topology.NetworksAround). Node addresses follow topology.ForContainers.
 	Subnet netip.Prefix
 	// Image is the image of every service ("" = ${IMSLAB_IMAGE:-DefaultImage}).
 	Image string
@@ -79,7 +90,8 @@ type Options struct {
 	DataDir string
 	// User runs every container as this uid:gid ("" = the image's root).
 	User string
-	// Bridge names the host's interface of the lab network (at most 15 characters; "" = Docker's choice).
+	// Bridge is the prefix of the host's interfaces of the lab networks: <Bridge>-a (access), <Bridge>-c (core),
+	// <Bridge>-x (cx); at most 13 characters ("" = Docker's choice).
 	Bridge string
 	// Traffic adds the traffic service (nil = none; scenario runs drive phones of their own).
 	Traffic *Traffic
@@ -91,7 +103,8 @@ type Options struct {
 type Bundle struct {
 	// Topology is the topology laid out for containers.
 	Topology *topology.Topology
-	Subnet   netip.Prefix
+	// Networks are the lab's access, core and Cx networks (also in Topology.Networks).
+	Networks topology.Networks
 	// Compose is docker-compose.yml.
 	Compose []byte
 	// Files are the configuration directory's files by relative path (topology.yaml, config/<node>.yaml, ue.yaml).
@@ -115,14 +128,18 @@ func Generate(t *topology.Topology, o Options) (*Bundle, error) {
 	if o.ConfigDir == "" {
 		o.ConfigDir = "./deploy/compose"
 	}
-	if len(o.Bridge) > 15 {
-		return nil, fmt.Errorf("compose: bridge name %q: at most 15 characters", o.Bridge)
+	if len(o.Bridge) > 13 {
+		return nil, fmt.Errorf("compose: bridge name prefix %q: at most 13 characters (Linux takes 15, the suffix is 2)", o.Bridge)
 	}
-	ct, err := t.ForContainers(o.Subnet)
+	nets, err := topology.NetworksAround(o.Subnet)
 	if err != nil {
 		return nil, fmt.Errorf("compose: %w", err)
 	}
-	l := &Bundle{Topology: ct, Subnet: o.Subnet.Masked(), Files: map[string][]byte{}}
+	ct, err := t.ForContainers(nets)
+	if err != nil {
+		return nil, fmt.Errorf("compose: %w", err)
+	}
+	l := &Bundle{Topology: ct, Networks: nets, Files: map[string][]byte{}}
 	tb, err := ct.Marshal()
 	if err != nil {
 		return nil, err
@@ -146,23 +163,27 @@ func Generate(t *topology.Topology, o Options) (*Bundle, error) {
 		l.Files["config/"+n.Name+".yaml"] = b
 	}
 	if o.Traffic != nil {
-		b, err := trafficConfig(ct, l.Subnet, o.Traffic)
+		b, err := trafficConfig(l, o.Traffic)
 		if err != nil {
 			return nil, err
 		}
 		l.Files["ue.yaml"] = append([]byte(header(o, "The traffic service's phones")), b...)
 	}
-	if l.Compose, err = composeFile(ct, l.Subnet, o); err != nil {
+	if l.Compose, err = composeFile(ct, nets, o); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-func trafficConfig(t *topology.Topology, subnet netip.Prefix, tr *Traffic) ([]byte, error) {
+// trafficConfig configures the traffic service's phones: on the access network, sending everything to the BAC's
+// access address (the DNS records name core addresses, which the access network cannot reach).
+func trafficConfig(l *Bundle, tr *Traffic) ([]byte, error) {
+	t := l.Topology
 	c := ue.DefaultConfig()
-	c.Listen = netip.AddrPortFrom(topology.TrafficAddr(subnet), topology.ContainerSIPPort).String()
+	c.Listen = netip.AddrPortFrom(topology.TrafficAddr(l.Networks.Access), topology.ContainerSIPPort).String()
 	c.Domain = t.Domain
-	c.DNSServer = t.DNS.Listen
+	c.DNSServer = ""
+	c.Proxy = l.PhoneProxy()
 	c.Users.From, c.Users.Count = 1, tr.Phones
 	c.Expires = int(t.Registration.Expires / time.Second)
 	c.CallRate = tr.CallRate
@@ -184,8 +205,8 @@ type service struct {
 	Environment map[string]string `yaml:"environment,omitempty"`
 	Sysctls     map[string]string `yaml:"sysctls,omitempty"`
 	Volumes     []string          `yaml:"volumes"`
-	Networks    map[string]netCfg `yaml:"networks"`
-	DNS         []string          `yaml:"dns,flow"`
+	Networks    *orderedMap       `yaml:"networks"`
+	DNS         []string          `yaml:"dns,flow,omitempty"`
 	Healthcheck *healthcheck      `yaml:"healthcheck,omitempty"`
 	DependsOn   *orderedMap       `yaml:"depends_on,omitempty"`
 	StopGrace   string            `yaml:"stop_grace_period"`
@@ -247,7 +268,32 @@ func ServiceNames(t *topology.Topology) []string {
 // TrafficService is the name of the phones' service.
 const TrafficService = "traffic"
 
-func composeFile(t *topology.Topology, subnet netip.Prefix, o Options) ([]byte, error) {
+// networksOf names the networks a node joins, in the order they are written: the BAC is the border between
+// access and core, the I-CSCF and the S-CSCFs are the HSS's Cx clients, the HSS is on the Cx network only.
+func networksOf(k topology.Kind) []string {
+	switch k {
+	case topology.KindBAC:
+		return []string{NetworkAccess, NetworkCore}
+	case topology.KindICSCF, topology.KindSCSCF:
+		return []string{NetworkCore, NetworkCx}
+	case topology.KindHSS:
+		return []string{NetworkCx}
+	}
+	return []string{NetworkCore}
+}
+
+// addrOn is a node's address on one of the lab networks (its host number is the same on each).
+func addrOn(t *topology.Topology, n topology.Node, network string) string {
+	switch network {
+	case NetworkAccess:
+		return t.AccessAddress(n)
+	case NetworkCx:
+		return t.CxAddress(n)
+	}
+	return n.Address
+}
+
+func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byte, error) {
 	image := o.Image
 	if image == "" {
 		image = "${IMSLAB_IMAGE:-" + DefaultImage + "}"
@@ -257,7 +303,7 @@ func composeFile(t *topology.Topology, subnet netip.Prefix, o Options) ([]byte, 
 		data = o.DataDir
 	}
 	vols := []string{o.ConfigDir + ":" + MountConfig + ":ro", data + ":" + MountData}
-	dnsAddr := topology.ContainerAddr(subnet, 2).String()
+	dnsAddr := topology.ContainerAddr(nets.Core, 2).String()
 	if n, ok := t.Node(t.DNS.Host); ok {
 		dnsAddr = n.Address
 	}
@@ -276,17 +322,24 @@ func composeFile(t *topology.Topology, subnet netip.Prefix, o Options) ([]byte, 
 	var core []string // every SIP node, for the traffic service
 	for _, name := range ServiceNames(t) {
 		n, _ := t.Node(name)
-		s := service{Image: image, User: o.User, Volumes: vols, DNS: []string{dnsAddr},
-			Networks: map[string]netCfg{NetworkName: {IPv4: n.Address}}, StopGrace: "5s", Restart: "no",
+		networks := &orderedMap{}
+		onCore := false
+		for _, nw := range networksOf(n.Kind) {
+			networks.set(nw, netCfg{IPv4: addrOn(t, n, nw)})
+			onCore = onCore || nw == NetworkCore
+		}
+		s := service{Image: image, User: o.User, Volumes: vols, Networks: networks, StopGrace: "5s", Restart: "no",
 			Command: []string{"/bin/" + string(n.Kind), "--config", path.Join(MountConfig, "config", n.Name+".yaml")}}
+		if onCore {
+			s.DNS = []string{dnsAddr} // the HSS looks nothing up, and dnsd is not on the Cx network
+		}
 		switch n.Kind {
 		case topology.KindDNS:
 			// Port 53 for any uid: the lab may run as the invoking user to own its files.
 			s.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"}
 			s.Healthcheck = probe("dns", n.Listen(), t.Domain)
 		case topology.KindHSS:
-			s.Healthcheck = probe("tcp", n.Endpoint(topology.PortDiameter))
-			s.DependsOn = healthy(t.DNS.Host)
+			s.Healthcheck = probe("tcp", n.Endpoint(topology.PortDiameter)) // needs no other node, not even dnsd
 		default:
 			s.Healthcheck = probe("sip", n.Listen())
 			s.DependsOn = healthy(t.DNS.Host)
@@ -298,29 +351,55 @@ func composeFile(t *topology.Topology, subnet netip.Prefix, o Options) ([]byte, 
 		services.set(name, s)
 	}
 	if o.Traffic != nil {
-		addr := topology.TrafficAddr(subnet).String()
-		services.set(TrafficService, service{Image: image, User: o.User, Volumes: vols, DNS: []string{dnsAddr},
-			Networks: map[string]netCfg{NetworkName: {IPv4: addr}}, StopGrace: "10s", Restart: "no",
+		networks := &orderedMap{}
+		networks.set(NetworkAccess, netCfg{IPv4: topology.TrafficAddr(nets.Access).String()})
+		services.set(TrafficService, service{Image: image, User: o.User, Volumes: vols, Networks: networks,
+			StopGrace: "10s", Restart: "no",
 			Command:   []string{"/bin/ue", "--config", path.Join(MountConfig, "ue.yaml")},
 			DependsOn: healthy(core...)})
 	}
-	network := map[string]any{
-		"driver": "bridge",
-		"ipam":   map[string]any{"config": []map[string]string{{"subnet": subnet.String(), "gateway": topology.GatewayAddr(subnet).String()}}},
-	}
-	if o.Bridge != "" {
-		network["driver_opts"] = map[string]string{"com.docker.network.bridge.name": o.Bridge}
+	networks := &orderedMap{}
+	for _, nw := range []struct {
+		name     string
+		subnet   netip.Prefix
+		hostless bool
+		suffix   string
+	}{{NetworkAccess, nets.Access, false, "-a"}, {NetworkCore, nets.Core, true, "-c"}, {NetworkCx, nets.Cx, true, "-x"}} {
+		network := &orderedMap{}
+		network.set("driver", "bridge")
+		// Docker forwards nothing into or out of an internal network: a container on the access network can
+		// reach the BAC's access side and nothing else, not even through the host (no NAT to the outside either).
+		network.set("internal", true)
+		opts := map[string]string{}
+		if nw.hostless {
+			// And the host gets no address on the core and Cx bridges: the host is the gateway of every network it
+			// has an address on, so with one there a process on the host (the compose backend's phones, on the
+			// access network's gateway address) could talk to the CSCFs and the HSS directly, and they would
+			// answer through their default route.
+			opts["com.docker.network.bridge.inhibit_ipv4"] = "true"
+		}
+		network.set("ipam", map[string]any{"config": []map[string]string{{"subnet": nw.subnet.String(),
+			"gateway": topology.GatewayAddr(nw.subnet).String()}}})
+		if o.Bridge != "" {
+			opts["com.docker.network.bridge.name"] = o.Bridge + nw.suffix
+		}
+		if len(opts) > 0 {
+			network.set("driver_opts", opts)
+		}
+		networks.set(nw.name, network)
 	}
 	doc := &orderedMap{}
 	doc.set("services", services)
-	doc.set("networks", map[string]any{NetworkName: network})
+	doc.set("networks", networks)
 	if o.DataDir == "" {
 		doc.set("volumes", map[string]any{DataVolume: map[string]any{}})
 	}
 	var buf bytes.Buffer
 	buf.WriteString(header(o, "The lab as Docker containers"))
-	buf.WriteString("# Every node has a fixed address on the lab network " + subnet.String() + " and uses dnsd (" + dnsAddr + ")\n" +
-		"# for every name; node logs: docker compose logs; HSS data, events and traces: the volume at /data.\n")
+	fmt.Fprintf(&buf, "# Networks as in a real IMS: access %s (phones, the BAC), core %s (the BAC, the CSCFs, dnsd at %s)\n"+
+		"# and cx %s (the I-CSCF, the S-CSCFs, the HSS with its HTTP API); a node has the same host number on each.\n"+
+		"# Phones reach the BAC only. Node logs: docker compose logs; HSS data, events and traces: the volume at /data.\n",
+		nets.Access, nets.Core, dnsAddr, nets.Cx)
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(doc); err != nil {
@@ -332,7 +411,7 @@ func composeFile(t *topology.Topology, subnet netip.Prefix, o Options) ([]byte, 
 	return buf.Bytes(), nil
 }
 
-// Addr returns ip:port of a node's main port on the lab network.
+// Addr returns ip:port of a node's main port (on the core network; the HSS's on the Cx network).
 func (l *Bundle) Addr(node string) string {
 	n, ok := l.Topology.Node(node)
 	if !ok {
@@ -341,8 +420,16 @@ func (l *Bundle) Addr(node string) string {
 	return n.Listen()
 }
 
-// GatewayAddr is the host's address on the lab network.
-func (l *Bundle) GatewayAddr() string { return topology.GatewayAddr(l.Subnet).String() }
+// PhoneProxy is where phones on the access network send everything: the BAC's access address.
+func (l *Bundle) PhoneProxy() string {
+	for _, n := range l.Topology.NodesOfKind(topology.KindBAC) {
+		return net.JoinHostPort(l.Topology.AccessAddress(n), strconv.Itoa(n.Ports[0].Port))
+	}
+	return ""
+}
+
+// GatewayAddr is the host's address on the access network: the compose backend's phones send from it.
+func (l *Bundle) GatewayAddr() string { return topology.GatewayAddr(l.Networks.Access).String() }
 
 // Write writes the compose file to composePath and the configuration directory to configDir (created; config
 // files of nodes the topology no longer has are removed).

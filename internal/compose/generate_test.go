@@ -13,6 +13,7 @@ import (
 	"github.com/imslab/quasipool/internal/compose"
 	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/topology"
+	"github.com/imslab/quasipool/internal/ue"
 )
 
 // composeDoc is the part of a compose file the specs check.
@@ -34,7 +35,9 @@ type composeDoc struct {
 		} `yaml:"depends_on"`
 	} `yaml:"services"`
 	Networks map[string]struct {
-		IPAM struct {
+		Internal   bool              `yaml:"internal"`
+		DriverOpts map[string]string `yaml:"driver_opts"`
+		IPAM       struct {
 			Config []struct {
 				Subnet string `yaml:"subnet"`
 			} `yaml:"config"`
@@ -69,20 +72,39 @@ var _ = Describe("the generated compose lab", func() {
 		Expect(b.Stale(filepath.Join(repo, compose.CommittedFile), filepath.Join(repo, compose.CommittedDir))).To(BeEmpty())
 	})
 
-	It("has one service per node of the topology plus the phones, each on a fixed address of the lab network", func() {
+	It("has one service per node of the topology plus the phones, each on a fixed address of every network it joins", func() {
 		nodes := topology.Default().Nodes()
 		Expect(doc.Services).To(HaveLen(len(nodes) + 1))
-		Expect(doc.Networks["lab"].IPAM.Config).To(HaveLen(1))
-		subnet := netip.MustParsePrefix(doc.Networks["lab"].IPAM.Config[0].Subnet)
+		Expect(doc.Networks).To(HaveLen(3))
+		subnets := map[string]netip.Prefix{}
+		for name, nw := range doc.Networks {
+			Expect(nw.IPAM.Config).To(HaveLen(1), name)
+			subnets[name] = netip.MustParsePrefix(nw.IPAM.Config[0].Subnet)
+		}
+		Expect(subnets).To(Equal(map[string]netip.Prefix{"access": netip.MustParsePrefix("172.28.88.0/24"),
+			"core": netip.MustParsePrefix("172.28.89.0/24"), "cx": netip.MustParsePrefix("172.28.90.0/24")}))
 		seen := map[string]string{}
 		for name, s := range doc.Services {
 			Expect(s.ContainerName).To(BeEmpty(), "%s: no container_name, so labs can run side by side", name)
 			Expect(s.Image).To(Equal("${IMSLAB_IMAGE:-imslab/quasipool:latest}"))
-			addr := netip.MustParseAddr(s.Networks["lab"].IPv4)
-			Expect(subnet.Contains(addr)).To(BeTrue(), "%s: %s in %s", name, addr, subnet)
-			Expect(seen).NotTo(HaveKey(addr.String()), "%s and %s share an address", name, seen[addr.String()])
-			seen[addr.String()] = name
-			Expect(s.DNS).To(Equal([]string{doc.Services["dnsd"].Networks["lab"].IPv4}), "%s uses dnsd", name)
+			Expect(s.Networks).NotTo(BeEmpty(), name)
+			host := -1
+			for nw, c := range s.Networks {
+				addr := netip.MustParseAddr(c.IPv4)
+				Expect(subnets).To(HaveKey(nw), "%s joins a network of the lab", name)
+				Expect(subnets[nw].Contains(addr)).To(BeTrue(), "%s: %s in %s (%s)", name, addr, nw, subnets[nw])
+				Expect(seen).NotTo(HaveKey(addr.String()), "%s and %s share an address", name, seen[addr.String()])
+				seen[addr.String()] = name
+				if host >= 0 {
+					Expect(int(addr.As4()[3])).To(Equal(host), "%s has one host number on every network", name)
+				}
+				host = int(addr.As4()[3])
+			}
+			if _, onCore := s.Networks["core"]; onCore {
+				Expect(s.DNS).To(Equal([]string{doc.Services["dnsd"].Networks["core"].IPv4}), "%s uses dnsd", name)
+			} else {
+				Expect(s.DNS).To(BeEmpty(), "%s cannot reach dnsd: no dns entry pointing nowhere", name)
+			}
 			Expect(s.Volumes).To(ContainElement("data:/data"), "%s writes to the named volume", name)
 			Expect(s.Volumes).To(ContainElement("./deploy/compose:/lab:ro"))
 		}
@@ -97,6 +119,74 @@ var _ = Describe("the generated compose lab", func() {
 		}
 		Expect(doc.Services["traffic"].DependsOn).To(HaveKeyWithValue("bac", HaveField("Condition", "service_healthy")))
 		Expect(doc.Services["icscf"].DependsOn).To(HaveKey("hss"))
+	})
+
+	It("puts each service on the networks of a real IMS: phones reach the BAC and nothing behind it", func() {
+		networksOf := func(name string) []string {
+			var out []string
+			for nw := range doc.Services[name].Networks {
+				out = append(out, nw)
+			}
+			return out
+		}
+		Expect(networksOf("traffic")).To(ConsistOf("access"), "the phones have no core or Cx network")
+		Expect(networksOf("bac")).To(ConsistOf("access", "core"))
+		Expect(networksOf("dnsd")).To(ConsistOf("core"))
+		Expect(networksOf("hss")).To(ConsistOf("cx"), "the HSS has no access or core network")
+		Expect(networksOf("icscf")).To(ConsistOf("core", "cx"))
+		for _, k := range []string{"1", "2", "3"} {
+			Expect(networksOf("pcscf" + k)).To(ConsistOf("core"))
+			Expect(networksOf("scscf" + k)).To(ConsistOf("core", "cx"))
+		}
+		for name, nw := range doc.Networks {
+			Expect(nw.Internal).To(BeTrue(), "nothing is forwarded into or out of the %s network", name)
+		}
+		Expect(doc.Networks["access"].DriverOpts).To(BeEmpty(), "the host is on the access network (the compose backend's phones)")
+		for _, name := range []string{"core", "cx"} {
+			Expect(doc.Networks[name].DriverOpts).To(HaveKeyWithValue("com.docker.network.bridge.inhibit_ipv4", "true"),
+				"the host has no address on the %s network", name)
+		}
+		access := func(name string) string { return doc.Services[name].Networks["access"].IPv4 }
+
+		// The BAC has a socket on each side; the phones send everything to its access side.
+		bac, err := topology.ParseNodeConfig(b.Files["config/bac.yaml"])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(bac.Listen).To(Equal(doc.Services["bac"].Networks["core"].IPv4 + ":5060"))
+		Expect(bac.AccessListen).To(Equal(access("bac") + ":5060"))
+		var phones ue.Config
+		Expect(yaml.Unmarshal(b.Files["ue.yaml"], &phones)).To(Succeed())
+		Expect(phones.Proxy).To(Equal(access("bac")+":5060"), "the phones target the BAC's access address")
+		Expect(phones.Listen).To(Equal(access("traffic") + ":5060"))
+		Expect(b.PhoneProxy()).To(Equal(bac.AccessListen))
+		Expect(b.GatewayAddr()).To(Equal("172.28.88.1"), "the compose backend's phones send from the access network")
+
+		// The HSS listens (Diameter, HTTP API and metrics) on the Cx network only, and the DNS points there.
+		hss := doc.Services["hss"].Networks["cx"].IPv4
+		hc, err := b.Topology.NodeConfig("hss")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(hc.HSS.DiameterListen).To(Equal(hss + ":3868"))
+		Expect(hc.HSS.HTTPListen).To(Equal(hss + ":8090"))
+		Expect(string(b.Files["config/hss.yaml"])).To(ContainSubstring("http_listen: " + hss + ":8090"))
+		var diameterA []string
+		for _, r := range b.Topology.Zone().Records {
+			if r.Name == "hss.ims.test" && r.Type == topology.TypeA {
+				diameterA = append(diameterA, r.Address)
+			}
+		}
+		Expect(diameterA).To(ConsistOf(hss), "the Diameter SRV target's A record is the HSS's Cx address")
+
+		// The HSS believes its Cx clients by their Cx addresses: the source of their connections.
+		Expect(hc.Trust).NotTo(BeNil())
+		peers := map[string]string{}
+		for _, p := range hc.Trust.DiameterPeers {
+			peers[p.OriginHost] = p.Address
+		}
+		Expect(peers).To(Equal(map[string]string{
+			"icscf.ims.test":  doc.Services["icscf"].Networks["cx"].IPv4,
+			"scscf1.ims.test": doc.Services["scscf1"].Networks["cx"].IPv4,
+			"scscf2.ims.test": doc.Services["scscf2"].Networks["cx"].IPv4,
+			"scscf3.ims.test": doc.Services["scscf3"].Networks["cx"].IPv4,
+		}))
 	})
 
 	It("lays the topology out for containers: the DNS zone names the container addresses and standard ports", func() {
@@ -135,14 +225,20 @@ var _ = Describe("the generated compose lab", func() {
 		var doc composeDoc
 		Expect(yaml.Unmarshal(b.Compose, &doc)).To(Succeed())
 		Expect(doc.Services).To(HaveKey("scscf2b"), "the standbys of an active-standby pool are services too")
-		Expect(doc.Services["scscf2b"].Networks["lab"].IPv4).To(Equal("10.77.3.42"))
+		Expect(doc.Services["scscf2b"].Networks["core"].IPv4).To(Equal("10.77.3.42"))
+		Expect(doc.Services["scscf2b"].Networks["cx"].IPv4).To(Equal("10.77.4.42"), "a standby is a Cx client too")
+		hc, err := b.Topology.NodeConfig("hss")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(hc.Trust.DiameterPeers).To(ContainElement(HaveField("Address", "10.77.4.42")))
 		nc, err := topology.ParseNodeConfig(b.Files["config/scscf1.yaml"])
 		Expect(err).NotTo(HaveOccurred())
 		Expect(nc.SCSCFScheme).To(Equal(topology.SchemeActiveStandby))
 		Expect(doc.Services).To(HaveKey("pcscf5"))
 		Expect(doc.Services).NotTo(HaveKey("scscf3"))
-		Expect(doc.Services["pcscf5"].Networks["lab"].IPv4).To(Equal("10.77.3.15"))
-		Expect(doc.Services["traffic"].Networks["lab"].IPv4).To(Equal("10.77.3.100"))
+		Expect(doc.Services["pcscf5"].Networks["core"].IPv4).To(Equal("10.77.3.15"))
+		Expect(doc.Services["traffic"].Networks["access"].IPv4).To(Equal("10.77.2.100"))
+		Expect(doc.Services["bac"].Networks["access"].IPv4).To(Equal("10.77.2.4"))
+		Expect(doc.Services["hss"].Networks["cx"].IPv4).To(Equal("10.77.4.3"))
 	})
 
 	It("refuses a subnet too small for the address plan and a bridge name Linux cannot take", func() {
@@ -153,7 +249,7 @@ var _ = Describe("the generated compose lab", func() {
 		o = compose.DefaultOptions()
 		o.Bridge = "a-very-long-bridge-name"
 		_, err = compose.Generate(topology.Default(), o)
-		Expect(err).To(MatchError(ContainSubstring("at most 15")))
+		Expect(err).To(MatchError(ContainSubstring("at most 13")))
 	})
 
 	It("writes the files and finds them stale after a change", func() {

@@ -41,7 +41,7 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// GracePeriod is the wait between SIGTERM and SIGKILL of a graceful stop (default 5s).
 	GracePeriod time.Duration
-	// NoCapture turns off the packet capture of the lab network (<run-dir>/capture.pcap, with dumpcap).
+	// NoCapture turns off the packet capture of the lab networks (<run-dir>/capture.pcap, with dumpcap).
 	NoCapture bool
 }
 
@@ -54,7 +54,7 @@ type Lab struct {
 	engine  *Engine
 	bundle  *Bundle
 	compose string // <run-dir>/compose/docker-compose.yml
-	bridge  string
+	bridge  string // prefix of the bridges: <bridge>-a (access), -c (core), -x (cx)
 
 	mu         sync.Mutex
 	containers map[string]Container
@@ -138,12 +138,21 @@ func (l *Lab) Topology() *topology.Topology {
 	return l.bundle.Topology
 }
 
-// PhoneListen is where phones on the host listen to reach the lab: the host's address on the lab network.
+// PhoneListen is where phones on the host listen to reach the lab: the host's address on the access network.
 func (l *Lab) PhoneListen() string {
 	if l.bundle == nil {
 		return ""
 	}
 	return net.JoinHostPort(l.bundle.GatewayAddr(), "0")
+}
+
+// PhoneProxy is where phones on the host send everything: the BAC's address on the access network (the DNS
+// records name core addresses, which a phone must not use).
+func (l *Lab) PhoneProxy() string {
+	if l.bundle == nil {
+		return ""
+	}
+	return l.bundle.PhoneProxy()
 }
 
 // Close closes the lab's events file. Call it after Down.
@@ -168,8 +177,8 @@ func tailLines(s string, n int) string {
 }
 
 // Up makes sure the image exists (building it from RepoDir if not), generates the compose lab into
-// <run-dir>/compose on a free subnet, starts it and waits until every service is healthy, then starts the
-// capture of the lab network.
+// <run-dir>/compose on free subnets, starts it and waits until every service is healthy, then starts the
+// capture of the lab networks.
 func (l *Lab) Up(ctx context.Context) error {
 	if err := l.engine.Ping(ctx); err != nil {
 		return fmt.Errorf("compose lab: %w", err)
@@ -208,7 +217,8 @@ func (l *Lab) Up(ctx context.Context) error {
 		}
 		l.bundle = b
 		l.events.Emit("lab_up", map[string]any{"run_dir": l.cfg.RunDir, "backend": "compose",
-			"project": l.cfg.Project, "subnet": subnet.String(), "nodes": ServiceNames(b.Topology)})
+			"project": l.cfg.Project, "subnet": subnet.String(), "access": b.Networks.Access.String(),
+			"cx": b.Networks.Cx.String(), "nodes": ServiceNames(b.Topology)})
 		began := time.Now()
 		upCtx, cancel := context.WithTimeout(ctx, max(3*l.cfg.ReadyTimeout, 90*time.Second))
 		lastErr = l.docker(upCtx, "up", "-d", "--wait")
@@ -254,7 +264,8 @@ func (l *Lab) Up(ctx context.Context) error {
 	return nil
 }
 
-// freeSubnet picks a /24 in 172.28.0.0/16 that no engine network and no host interface uses.
+// freeSubnet picks a core /24 in 172.28.101.0–172.28.248.0 such that neither it nor the /24s just below and just
+// above it (access and Cx, topology.NetworksAround) are used by an engine network or a host interface.
 func (l *Lab) freeSubnet(ctx context.Context) (netip.Prefix, error) {
 	used, err := l.engine.NetworkSubnets(ctx)
 	if err != nil {
@@ -273,36 +284,41 @@ func (l *Lab) freeSubnet(ctx context.Context) (netip.Prefix, error) {
 			}
 		}
 	}
-	start, _ := rand.Int(rand.Reader, big.NewInt(150))
-	for i := range 150 {
-		third := 100 + (int(start.Int64())+i)%150
-		cand := netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 28, byte(third), 0}), 24)
+	start, _ := rand.Int(rand.Reader, big.NewInt(148))
+	for i := range 148 {
+		third := 101 + (int(start.Int64())+i)%148
 		free := true
-		for _, t := range taken {
-			if t.Overlaps(cand) {
-				free = false
-				break
+		for k := third - 1; k <= third+1; k++ { // access, core, cx
+			block := netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 28, byte(k), 0}), 24)
+			for _, t := range taken {
+				free = free && !t.Overlaps(block)
 			}
 		}
 		if free {
-			return cand, nil
+			return netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 28, byte(third), 0}), 24), nil
 		}
 	}
-	return netip.Prefix{}, errors.New("no free /24 in 172.28.100.0–172.28.249.0")
+	return netip.Prefix{}, errors.New("no three free /24s in a row in 172.28.100.0–172.28.249.0")
 }
 
-// startCapture runs dumpcap on the lab network's bridge: every packet between the containers and with the
-// phones on the host. Without dumpcap the run goes on with a warning (the report's trace.pcap, built from the
+// startCapture runs dumpcap on the bridges of the three lab networks, into one file: the phones' traffic with the
+// BAC (access), the SIP between the BAC and the CSCFs and the DNS (core), the Diameter between the CSCFs and
+// the HSS (cx). Without dumpcap the run goes on with a warning (the report's trace.pcap, built from the
 // nodes' message traces, is still there).
 func (l *Lab) startCapture() {
 	bin, err := exec.LookPath("dumpcap")
 	if err != nil {
-		l.log.Warn("no dumpcap (apt install tshark): no capture of the lab network")
+		l.log.Warn("no dumpcap (apt install tshark): no capture of the lab networks")
 		l.events.Emit("capture", map[string]any{"error": "dumpcap not found"})
 		return
 	}
 	path := filepath.Join(l.cfg.RunDir, "capture.pcap")
-	cmd := exec.Command(bin, "-q", "-i", l.bridge, "-P", "-w", path)
+	ifaces := l.bridges()
+	args := []string{"-q"}
+	for _, i := range ifaces {
+		args = append(args, "-i", i)
+	}
+	cmd := exec.Command(bin, append(args, "-w", path)...) // pcapng: one file, three interfaces
 	logf, _ := os.Create(filepath.Join(l.cfg.RunDir, "logs", "capture.log"))
 	if logf != nil {
 		cmd.Stdout, cmd.Stderr = logf, logf
@@ -323,8 +339,11 @@ func (l *Lab) startCapture() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	l.events.Emit("capture", map[string]any{"interface": l.bridge, "file": "capture.pcap"})
+	l.events.Emit("capture", map[string]any{"interfaces": ifaces, "file": "capture.pcap"})
 }
+
+// bridges are the host interfaces of the access, core and cx networks (Options.Bridge).
+func (l *Lab) bridges() []string { return []string{l.bridge + "-a", l.bridge + "-c", l.bridge + "-x"} }
 
 func (l *Lab) stopCapture() {
 	l.mu.Lock()

@@ -107,8 +107,14 @@ type labBackend interface {
 	RunDir() string
 }
 
-// newLab prepares the run's lab and returns it with the phones' DNS server and listen address (known after Up).
-func (r *runner) newLab(topo *topology.Topology) (labBackend, func() (dns, listen string), error) {
+// phoneNet is where the run's phones listen and how they find the BAC.
+type phoneNet struct {
+	dns, listen string
+	proxy       string // ip:port every request goes to ("" = the BAC's SRV record in dns)
+}
+
+// newLab prepares the run's lab and returns it with the phones' network (known after Up).
+func (r *runner) newLab(topo *topology.Topology) (labBackend, func() phoneNet, error) {
 	if r.cfg.Backend == BackendCompose {
 		repo := r.cfg.RepoDir
 		if repo == "" {
@@ -122,14 +128,17 @@ func (r *runner) newLab(topo *topology.Topology) (labBackend, func() (dns, liste
 		if err != nil {
 			return nil, nil, err
 		}
-		return l, func() (string, string) { return l.Topology().DNS.Listen, l.PhoneListen() }, nil
+		// The phones are on the access network: they reach the BAC's access address and nothing behind it.
+		return l, func() phoneNet {
+			return phoneNet{dns: l.Topology().DNS.Listen, listen: l.PhoneListen(), proxy: l.PhoneProxy()}
+		}, nil
 	}
 	l, err := lab.New(lab.Config{Topology: topo, RunDir: r.cfg.RunDir, RepoDir: r.cfg.RepoDir, BinDir: r.cfg.BinDir,
 		ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod}, lab.WithLogger(r.log))
 	if err != nil {
 		return nil, nil, err
 	}
-	return l, func() (string, string) { return topo.DNS.Listen, "127.0.0.1:0" }, nil
+	return l, func() phoneNet { return phoneNet{dns: topo.DNS.Listen, listen: "127.0.0.1:0"} }, nil
 }
 
 // ReportBuilder turns a finished run directory into its report and returns the summary's metrics. The command
@@ -215,7 +224,7 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 		seed = rand.Int64()
 	}
 	topo := sc.Topology // a copy: the lab must not share the scenario's maps
-	l, phoneNet, err := r.newLab(&topo)
+	l, phoneNetOf, err := r.newLab(&topo)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
@@ -244,8 +253,7 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 	// Phones run until stopPhones, not until ctx: on Ctrl-C they still end their calls and de-register.
 	phonesCtx, stopPhones := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPhones()
-	dnsServer, listen := phoneNet()
-	phones, phonesDone, err := r.startPhones(phonesCtx, o.RunDir, seed, dnsServer, listen)
+	phones, phonesDone, err := r.startPhones(phonesCtx, o.RunDir, seed, phoneNetOf())
 	if err != nil {
 		return o, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
@@ -414,13 +422,14 @@ func PrintResults(w io.Writer, results []Result) {
 	tw.Flush()
 }
 
-func (r *runner) startPhones(ctx context.Context, runDir string, seed int64, dnsServer, listen string) (*ue.UE, chan error, error) {
+func (r *runner) startPhones(ctx context.Context, runDir string, seed int64, pn phoneNet) (*ue.UE, chan error, error) {
 	t := r.sc.Traffic
 	topo := &r.sc.Topology
 	cfg := ue.DefaultConfig()
-	cfg.DNSServer = dnsServer
+	cfg.DNSServer = pn.dns
+	cfg.Proxy = pn.proxy
 	cfg.Domain = topo.Domain
-	cfg.Listen = listen
+	cfg.Listen = pn.listen
 	cfg.Users.From, cfg.Users.Count = t.FirstUser, t.Phones
 	cfg.Expires = int(topo.Registration.Expires / time.Second)
 	cfg.RegisterRate = t.RegisterRate

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -148,6 +150,9 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 			SubscribersFile: t.HSS.SubscribersFile}
 	case KindBAC:
 		c.Peers.PCSCFPool = t.FQDN(string(KindPCSCF))
+		if t.Networks != nil {
+			c.AccessListen = net.JoinHostPort(t.AccessAddress(n), strconv.Itoa(n.Ports[0].Port))
+		}
 	case KindPCSCF:
 		c.Peers.ICSCF = icscf
 	case KindICSCF:

@@ -54,6 +54,10 @@ type Topology struct {
 	Log          Log          `yaml:"log"`
 	// Overrides holds per-node overrides (YAML key "nodes") keyed by node name (pcscf1, icscf, …).
 	Overrides map[string]Override `yaml:"nodes,omitempty"`
+	// Networks are the separate networks of a container lab (set by ForContainers; nil = one network, the local
+	// lab). The node addresses above are then core-network addresses, except the HSS's, which is on the Cx
+	// network.
+	Networks *Networks `yaml:"networks,omitempty"`
 }
 
 // DNS describes the lab's authoritative DNS server.

@@ -83,8 +83,15 @@ func (t *Topology) DiameterPeers() []DiameterPeer {
 	return out
 }
 
-// CxAddress is the address a node's Diameter connections to the HSS come from: its topology address.
-func (t *Topology) CxAddress(n Node) string { return n.Address }
+// CxAddress is a node's address on the Cx network, where its Diameter connections to the HSS come from: in a
+// container lab (Networks set) the same host number as its core address (the HSS's own address is already its
+// Cx address), otherwise the node's address.
+func (t *Topology) CxAddress(n Node) string {
+	if t.Networks == nil || n.Kind == KindHSS {
+		return n.Address
+	}
+	return onNetwork(n.Address, t.Networks.Core, t.Networks.Cx)
+}
 
 func (v *validator) trust(field string, tr *Trust) {
 	if tr == nil {

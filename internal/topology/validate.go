@@ -289,6 +289,21 @@ func (t *Topology) Validate() error {
 		}
 		v.log(prefix+".log", o.Log)
 	}
+	if nw := t.Networks; nw != nil {
+		if err := nw.Validate(); err != nil {
+			v.add("networks", "%s", strings.TrimPrefix(err.Error(), "topology: networks."))
+		} else {
+			for _, n := range nodes {
+				on, want := nw.Core, "core"
+				if n.Kind == KindHSS {
+					on, want = nw.Cx, "cx"
+				}
+				if a, err := netip.ParseAddr(n.Address); err == nil && !on.Contains(a) {
+					v.add(field(n), "%s address %s: not on the %s network %s", n.Name, a, want, on)
+				}
+			}
+		}
+	}
 	return v.err()
 }
 
