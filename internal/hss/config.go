@@ -52,7 +52,7 @@ type Config struct {
 	// APITokenFile holds the bearer token of the HTTP API (default <data_dir>/api-token). A missing file is
 	// created with a random token, mode 0600.
 	APITokenFile string `yaml:"api_token_file,omitempty"`
-	Log                   struct {
+	Log          struct {
 		Format string `yaml:"format"`
 		Level  string `yaml:"level"`
 	} `yaml:"log"`
