@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -35,8 +38,19 @@ type hssProc struct {
 	dataDir          string
 }
 
+// hssTokens maps an HSS's HTTP address to its API token file.
+var hssTokens sync.Map
+
+// hssPeerConfig admits the test's S-CSCF client (scscf1 on loopback).
+const hssPeerConfig = `peers:
+  - {origin_host: scscf1.ims.test, address: 127.0.0.1, server_name: "sip:scscf1.ims.test"}
+`
+
 func startHSSProc(dataDir, diameter, httpAt string) *hssProc {
-	cmd := exec.Command(hssBin, "--data-dir", dataDir, "--diameter-listen", diameter, "--http-listen", httpAt,
+	conf := filepath.Join(filepath.Dir(dataDir), "hss-peers.yaml")
+	Expect(os.WriteFile(conf, []byte(hssPeerConfig), 0o644)).To(Succeed())
+	hssTokens.Store(httpAt, filepath.Join(dataDir, "api-token"))
+	cmd := exec.Command(hssBin, "--config", conf, "--data-dir", dataDir, "--diameter-listen", diameter, "--http-listen", httpAt,
 		"--lab-subscribers")
 	s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
@@ -45,8 +59,17 @@ func startHSSProc(dataDir, diameter, httpAt string) *hssProc {
 	return &hssProc{session: s, diameter: diameter, httpAt: httpAt, dataDir: dataDir}
 }
 
+// registrationOf reads a registration from the HSS's API with its token.
 func registrationOf(httpAt, impi string) map[string]any {
-	resp, err := http.Get(fmt.Sprintf("http://%s/api/v1/subscribers/%s/registration", httpAt, impi))
+	GinkgoHelper()
+	tokenFile, ok := hssTokens.Load(httpAt)
+	Expect(ok).To(BeTrue(), "no HSS started at %s", httpAt)
+	token, err := os.ReadFile(tokenFile.(string))
+	Expect(err).NotTo(HaveOccurred())
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/api/v1/subscribers/%s/registration", httpAt, impi), nil)
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)

@@ -18,7 +18,7 @@ import (
 
 // Guard protects the HSS's HTTP listener. Every request must name one of Hosts in its Host header (port
 // ignored; this defeats DNS rebinding, where a web page reaches the API under the attacker's name). Requests
-// under /api/ must carry "Authorization: Bearer <Token>", and their POST/PUT/PATCH bodies must be
+// under /api/ must carry "Authorization: Bearer <Token>", and their non-empty POST/PUT/PATCH bodies must be
 // application/json (a web page can send text/plain cross-origin without a preflight). Other paths (/metrics,
 // /healthz) need no token.
 type Guard struct {
@@ -62,6 +62,9 @@ func (g Guard) Protect(next http.Handler) http.Handler {
 		}
 		switch r.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch:
+			if r.ContentLength == 0 {
+				break // nothing to decode: the handler answers 400 or 405
+			}
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 			if err != nil || mt != "application/json" {
 				refuse(http.StatusUnsupportedMediaType, "the body must be application/json")
