@@ -2,6 +2,7 @@ package cx
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/fiorix/go-diameter/v4/diam"
@@ -18,8 +19,12 @@ func (s *Server) HandleFrame(ctx context.Context, originHost string, frame []byt
 		int(uint32(frame[1])<<16|uint32(frame[2])<<8|uint32(frame[3])) != len(frame) {
 		return nil, errBadFraming
 	}
+	peer, ok := s.peers[originHost]
+	if !ok && !s.cfg.AllowAnyPeer {
+		return nil, fmt.Errorf("cx: %q is not a configured peer", originHost)
+	}
 	cp := &connPeer{}
-	cp.set(originHost, s.peers[originHost])
+	cp.set(originHost, peer)
 	m, rej := screen(frame)
 	if rej != nil {
 		if !rej.isRequest {
@@ -43,7 +48,6 @@ func (s *Server) HandleFrame(ctx context.Context, originHost string, frame []byt
 	default:
 		return s.answer(m, CommandUnsupported, nil, "not supported", nil).Serialize()
 	}
-	_, peer, _ := cp.get()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	x := Exchange{Command: CommandName(code), Remote: "fuzz"}
