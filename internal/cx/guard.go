@@ -226,7 +226,7 @@ func (c *guardConn) admit(frame []byte) (bool, error) {
 	}
 	if r := c.s.authorize(&c.cp, m, remote.String()); r != nil {
 		c.s.refuse(*r)
-		return c.reject(frame, true, r.Result, r.Detail), nil
+		return c.answerError(frame, true, r.Result, r.Detail, true), nil
 	}
 	return true, nil
 }
@@ -331,6 +331,11 @@ func checkLengths(list []*diam.AVP) error {
 
 // reject answers a request with an error result (answers are dropped) and keeps the connection.
 func (c *guardConn) reject(frame []byte, isRequest bool, res Result, msg string) bool {
+	return c.answerError(frame, isRequest, res, msg, false)
+}
+
+// answerError answers a request with an error result; refused says the refusal is already logged.
+func (c *guardConn) answerError(frame []byte, isRequest bool, res Result, msg string, refused bool) bool {
 	peer := c.RemoteAddr().String()
 	if !isRequest {
 		c.s.log.Warn("cx: dropped an answer that cannot be decoded", "peer", peer, "err", msg)
@@ -349,8 +354,10 @@ func (c *guardConn) reject(frame []byte, isRequest bool, res Result, msg string)
 	if _, err := c.Write(b); err != nil {
 		c.s.log.Warn("cx: write error answer", "peer", peer, "err", err)
 	}
-	c.s.log.Warn("cx: rejected request", "peer", peer, "cmd", hdr.CommandCode, "app", hdr.ApplicationID,
-		"session_id", sid, "result_code", res.Code, "err", msg)
+	if !refused { // a refusal was logged by Server.refuse
+		c.s.log.Warn("cx: rejected request", "peer", peer, "cmd", hdr.CommandCode, "app", hdr.ApplicationID,
+			"session_id", sid, "result_code", res.Code, "err", msg)
+	}
 	if c.s.observe != nil {
 		c.s.observe(Exchange{Command: commandLabel(hdr.ApplicationID, hdr.CommandCode), Remote: peer, SessionID: sid, Result: res, Error: msg})
 	}
