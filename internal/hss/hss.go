@@ -218,12 +218,11 @@ func (n *Node) observe(x cx.Exchange) {
 // loopback names.
 func (n *Node) httpHosts() []string {
 	hosts := []string{n.cfg.OriginHost, "localhost", "127.0.0.1", "::1"}
-	if h, _, err := net.SplitHostPort(n.httpLn.Addr().String()); err == nil {
-		if ip := net.ParseIP(h); ip == nil || !ip.IsUnspecified() {
-			hosts = append(hosts, h)
+	for _, addr := range []string{n.httpLn.Addr().String(), n.cfg.HTTPListen} {
+		h, _, err := net.SplitHostPort(addr)
+		if ip := net.ParseIP(h); err != nil || h == "" || (ip != nil && ip.IsUnspecified()) {
+			continue // a wildcard listener has no name of its own
 		}
-	}
-	if h, _, err := net.SplitHostPort(n.cfg.HTTPListen); err == nil && h != "" {
 		hosts = append(hosts, h)
 	}
 	return hosts
