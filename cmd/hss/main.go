@@ -45,6 +45,8 @@ func run(args []string) error {
 	realm := fs.String("realm", "", "Diameter Origin-Realm (overrides origin_realm)")
 	subsFile := fs.String("subscribers", "", "provisioning file imported at start (overrides subscribers_file)")
 	lab := fs.Bool("lab-subscribers", false, "import the default lab's subscribers user0001…user1000 (password passNNNN)")
+	anyPeer := fs.Bool("allow-any-peer", false, "admit Cx clients that are not in peers (tools and tests only: any host may then read HA1s)")
+	tokenFile := fs.String("api-token-file", "", "HTTP API bearer token file, created if missing (overrides api_token_file)")
 	events := fs.String("events", "", `events file, one JSON line per answered request ("-" = stdout)`)
 	logFormat := fs.String("log-format", "", "text or json")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error")
@@ -72,8 +74,12 @@ func run(args []string) error {
 	set(&cfg.EventsFile, *events)
 	set(&cfg.Log.Format, *logFormat)
 	set(&cfg.Log.Level, *logLevel)
+	set(&cfg.APITokenFile, *tokenFile)
 	if *lab {
 		cfg.LabSubscribers = true
+	}
+	if *anyPeer {
+		cfg.AllowAnyPeer = true
 	}
 	log, err := obs.NewLogger(os.Stderr, obs.LogConfig{Format: cfg.Log.Format, Level: cfg.Log.Level}, "hss")
 	if err != nil {

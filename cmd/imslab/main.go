@@ -152,6 +152,10 @@ func up(args []string, out io.Writer) error {
 		return err
 	}
 	printTable(out, l)
+	if addr, tokenFile := l.HSSAPI(); addr != "" {
+		fmt.Fprintf(out, "\nHSS API token: %s\n  curl -H \"Authorization: Bearer $(cat %s)\" http://%s/api/v1/subscribers?limit=5\n",
+			tokenFile, tokenFile, addr)
+	}
 	fmt.Fprintf(out, "\nrun dir %s (logs/, events/). Ctrl-C stops the lab.\n", l.RunDir())
 	if *duration > 0 {
 		var cancel context.CancelFunc

@@ -99,6 +99,10 @@ var _ = Describe("imslab up", Label("e2e"), func() {
 		Expect(out).To(MatchRegexp(`dnsd\s+dnsd\s+dns 127\.0\.0\.1:\d+/udp\+tcp\s+\d+\s+ready`))
 		Expect(out).To(MatchRegexp(`hss\s+hss\s+diameter 127\.0\.0\.1:\d+/tcp, http 127\.0\.0\.1:\d+/tcp\s+\d+\s+ready`))
 		Expect(out).To(MatchRegexp(`pcscf1\s+pcscf\s+sip 127\.0\.0\.1:\d+/udp\s+-\s+(not selected|not built yet)`))
+		tokenFile := filepath.Join(run, "hss-api-token")
+		Expect(out).To(ContainSubstring("HSS API token: " + tokenFile))
+		Expect(out).To(MatchRegexp(`curl -H "Authorization: Bearer \$\(cat .*hss-api-token\)" http://127\.0\.0\.1:\d+/api/v1/subscribers`))
+		Expect(tokenFile).To(BeAnExistingFile())
 		pids := startedPIDs(run)
 		Expect(pids).To(HaveLen(2))
 

@@ -33,19 +33,30 @@ type guardListener struct {
 	conns map[*guardConn]struct{}
 }
 
+// Accept returns the next connection within the connection cap; connections beyond it are closed at once.
 func (l *guardListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		gc := &guardConn{Conn: c, s: l.s, l: l, accepted: time.Now()}
+		l.mu.Lock()
+		if l.conns == nil {
+			l.conns = map[*guardConn]struct{}{}
+		}
+		full := len(l.conns) >= l.s.cfg.MaxConnections
+		if !full {
+			l.conns[gc] = struct{}{}
+		}
+		l.mu.Unlock()
+		if !full {
+			return gc, nil
+		}
+		_ = c.Close()
+		l.s.refuse(Refusal{Remote: c.RemoteAddr().String(), Reason: RefusedConnectionCap,
+			Detail: fmt.Sprintf("%d connections open", l.s.cfg.MaxConnections)})
 	}
-	gc := &guardConn{Conn: c, s: l.s, l: l}
-	l.mu.Lock()
-	if l.conns == nil {
-		l.conns = map[*guardConn]struct{}{}
-	}
-	l.conns[gc] = struct{}{}
-	l.mu.Unlock()
-	return gc, nil
 }
 
 // closeAll closes every connection still open (go-diameter's Server.Close closes only the listener).
@@ -67,6 +78,9 @@ type guardConn struct {
 	wmu     sync.Mutex
 	pending []byte
 	hdr     [headerLen]byte
+
+	accepted time.Time
+	cp       connPeer // what the CER established
 
 	// go-diameter's CER handler writes the CEA before it records the peer as handshaken, and with concurrent
 	// dispatch a request read right after the CER can be handled in between and is then silently dropped. So
@@ -120,14 +134,31 @@ func (c *guardConn) Write(p []byte) (int, error) {
 func (c *guardConn) Read(p []byte) (int, error) {
 	for len(c.pending) == 0 {
 		c.waitHandshake()
+		// A peer has CERTimeout from the accept to send its CER, then IdleTimeout between messages.
+		_, _, done := c.cp.get()
+		deadline, reason := c.accepted.Add(c.s.cfg.CERTimeout), RefusedCERTimeout
+		if done {
+			deadline, reason = time.Now().Add(c.s.cfg.IdleTimeout), RefusedIdleTimeout
+		}
+		_ = c.Conn.SetReadDeadline(deadline)
 		frame, err := c.readFrame()
 		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				host, _, _ := c.cp.get()
+				c.s.refuse(Refusal{Peer: host, Remote: c.RemoteAddr().String(), Reason: reason,
+					Detail: "closing the connection: nothing received in time"})
+			}
 			return 0, err
 		}
 		if c.s.trace != nil {
 			c.s.trace("in", c.RemoteAddr().String(), c.LocalAddr().String(), frame)
 		}
-		if c.admit(frame) {
+		ok, err := c.admit(frame)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
 			c.pending = frame
 		}
 	}
@@ -155,50 +186,120 @@ func (c *guardConn) readFrame() ([]byte, error) {
 	return frame, nil
 }
 
-// admit decides whether go-diameter may see the frame. Requests it cannot serve are answered here.
-func (c *guardConn) admit(frame []byte) bool {
+// errRefused closes a connection after a refused CER or a message before any CER.
+var errRefused = errors.New("cx: peer refused")
+
+// admit decides whether go-diameter may see the frame. Requests it cannot serve are answered here. A refused
+// CER, or anything before a CER, returns an error: the connection is then closed.
+func (c *guardConn) admit(frame []byte) (bool, error) {
+	m, rej := screen(frame)
+	if rej != nil {
+		return c.reject(frame, rej.isRequest, rej.res, rej.msg), nil
+	}
+	remote := c.RemoteAddr()
+	if isCER(m) {
+		host := originHost(m)
+		if prev, _, done := c.cp.get(); done && prev != host {
+			r := Refusal{Peer: host, Remote: remote.String(), Reason: RefusedOriginHostMismatch, Command: "CER",
+				Result: UnknownPeer, Detail: fmt.Sprintf("second CER as %q on a connection opened as %q", host, prev)}
+			return false, c.refuseCER(m, &r)
+		}
+		peer, r := c.s.admitCER(host, remote)
+		if r != nil {
+			return false, c.refuseCER(m, r)
+		}
+		c.cp.set(host, peer)
+		c.gateMu.Lock()
+		if c.gate == nil {
+			c.gate = make(chan struct{})
+		}
+		c.gateMu.Unlock()
+		return true, nil
+	}
+	if _, _, done := c.cp.get(); !done {
+		c.s.refuse(Refusal{Peer: originHost(m), Remote: remote.String(), Reason: RefusedNoCER,
+			Command: commandLabel(m.Header.ApplicationID, m.Header.CommandCode), Detail: "message before the CER: closing"})
+		return false, errRefused
+	}
+	if m.Header.CommandFlags&diam.RequestFlag == 0 {
+		return true, nil
+	}
+	if r := c.s.authorize(&c.cp, m, remote.String()); r != nil {
+		c.s.refuse(*r)
+		return c.answerError(frame, true, r.Result, r.Detail, true), nil
+	}
+	return true, nil
+}
+
+func (c *guardConn) refuseCER(m *diam.Message, r *Refusal) error {
+	c.s.refuse(*r)
+	if b, err := c.s.refusalCEA(m.Header, r); err == nil {
+		_, _ = c.Write(b)
+	}
+	return errRefused
+}
+
+// rejection is a request the guard answers itself with res.
+type rejection struct {
+	isRequest bool
+	res       Result
+	msg       string
+}
+
+// screen checks a whole frame the way the guard does before go-diameter sees it: a known application and
+// command, no E bit on a request, and a message go-diameter can decode (its panics are recovered here, as
+// go-diameter v4.3.0 has known ones) with fixed-size AVPs of the right size.
+func screen(frame []byte) (*diam.Message, *rejection) {
 	flags := frame[4]
 	code := uint32(frame[5])<<16 | uint32(frame[6])<<8 | uint32(frame[7])
 	app := binary.BigEndian.Uint32(frame[8:12])
 	isRequest := flags&diam.RequestFlag != 0
 	d := Dict()
 	if _, err := d.App(app); err != nil && app != 0 {
-		return c.reject(frame, isRequest, ApplicationUnsupport, fmt.Sprintf("application %d is not supported", app))
+		return nil, &rejection{isRequest, ApplicationUnsupport, fmt.Sprintf("application %d is not supported", app)}
 	}
 	if _, err := d.FindCommand(app, code); err != nil {
-		return c.reject(frame, isRequest, CommandUnsupported, fmt.Sprintf("command %d is not supported", code))
+		return nil, &rejection{isRequest, CommandUnsupported, fmt.Sprintf("command %d is not supported", code)}
 	}
 	if isRequest && flags&diam.ErrorFlag != 0 {
-		return c.reject(frame, isRequest, InvalidHdrBits, "request with the E bit set")
+		return nil, &rejection{isRequest, InvalidHdrBits, "request with the E bit set"}
 	}
-	if isRequest && app == 0 && code == diam.CapabilitiesExchange {
-		c.gateMu.Lock()
-		if c.gate == nil {
-			c.gate = make(chan struct{})
-		}
-		c.gateMu.Unlock()
-	}
-	if err := tryDecode(frame); err != nil {
+	m, err := tryDecode(frame)
+	if err != nil {
 		res := InvalidAVPValue
 		if e := err.Error(); strings.Contains(e, "too short") || strings.Contains(e, "length") {
 			res = InvalidAVPLength
 		}
-		return c.reject(frame, isRequest, res, err.Error())
+		return nil, &rejection{isRequest, res, err.Error()}
 	}
-	return true
+	return m, nil
 }
 
-func tryDecode(frame []byte) (err error) {
+func isCER(m *diam.Message) bool {
+	return m.Header.ApplicationID == 0 && m.Header.CommandCode == diam.CapabilitiesExchange &&
+		m.Header.CommandFlags&diam.RequestFlag != 0
+}
+
+func originHost(m *diam.Message) string {
+	if a := findAVP(m.AVP, avpOriginHost, 0); a != nil {
+		if v, ok := a.Data.(datatype.DiameterIdentity); ok {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+func tryDecode(frame []byte) (m *diam.Message, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("undecodable message: %v", p)
+			m, err = nil, fmt.Errorf("undecodable message: %v", p)
 		}
 	}()
-	m, err := diam.ReadMessage(bytes.NewReader(frame), Dict())
+	m, err = diam.ReadMessage(bytes.NewReader(frame), Dict())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return checkLengths(m.AVP)
+	return m, checkLengths(m.AVP)
 }
 
 // checkLengths rejects fixed-size AVPs with another payload size: go-diameter v4.3.0 silently decodes a 2-byte
@@ -230,6 +331,11 @@ func checkLengths(list []*diam.AVP) error {
 
 // reject answers a request with an error result (answers are dropped) and keeps the connection.
 func (c *guardConn) reject(frame []byte, isRequest bool, res Result, msg string) bool {
+	return c.answerError(frame, isRequest, res, msg, false)
+}
+
+// answerError answers a request with an error result; refused says the refusal is already logged.
+func (c *guardConn) answerError(frame []byte, isRequest bool, res Result, msg string, refused bool) bool {
 	peer := c.RemoteAddr().String()
 	if !isRequest {
 		c.s.log.Warn("cx: dropped an answer that cannot be decoded", "peer", peer, "err", msg)
@@ -239,21 +345,8 @@ func (c *guardConn) reject(frame []byte, isRequest bool, res Result, msg string)
 	if err != nil {
 		return false
 	}
-	flags := uint8(0)
-	if res.Code >= 3000 && res.Code < 4000 {
-		flags |= diam.ErrorFlag
-	}
-	flags |= hdr.CommandFlags & diam.ProxiableFlag
-	ans := diam.NewMessage(hdr.CommandCode, flags, hdr.ApplicationID, hdr.HopByHopID, hdr.EndToEndID, Dict())
 	sid := rawSessionID(frame[headerLen:])
-	if sid != "" {
-		ans.AddAVP(m0(avpSessionID, datatype.UTF8String(sid)))
-	}
-	ans.AddAVP(m0(avpResultCode, datatype.Unsigned32(res.Code)))
-	ans.AddAVP(m0(avpOriginHost, datatype.DiameterIdentity(c.s.cfg.OriginHost)))
-	ans.AddAVP(m0(avpOriginRealm, datatype.DiameterIdentity(c.s.cfg.OriginRealm)))
-	ans.AddAVP(diam.NewAVP(avpErrorMessage, 0, 0, datatype.UTF8String(truncate(msg, 200))))
-	b, err := ans.Serialize()
+	b, err := c.s.errorAnswer(hdr, sid, res, msg)
 	if err != nil {
 		c.s.log.Warn("cx: cannot build error answer", "peer", peer, "err", err)
 		return false
@@ -261,12 +354,32 @@ func (c *guardConn) reject(frame []byte, isRequest bool, res Result, msg string)
 	if _, err := c.Write(b); err != nil {
 		c.s.log.Warn("cx: write error answer", "peer", peer, "err", err)
 	}
-	c.s.log.Warn("cx: rejected request", "peer", peer, "cmd", hdr.CommandCode, "app", hdr.ApplicationID,
-		"session_id", sid, "result_code", res.Code, "err", msg)
+	if !refused { // a refusal was logged by Server.refuse
+		c.s.log.Warn("cx: rejected request", "peer", peer, "cmd", hdr.CommandCode, "app", hdr.ApplicationID,
+			"session_id", sid, "result_code", res.Code, "err", msg)
+	}
 	if c.s.observe != nil {
 		c.s.observe(Exchange{Command: commandLabel(hdr.ApplicationID, hdr.CommandCode), Remote: peer, SessionID: sid, Result: res, Error: msg})
 	}
 	return false
+}
+
+// errorAnswer is the answer to a request the guard refuses: Session-Id, Result-Code, Origin-*, Error-Message.
+func (s *Server) errorAnswer(hdr *diam.Header, sid string, res Result, msg string) ([]byte, error) {
+	flags := uint8(0)
+	if res.Code >= 3000 && res.Code < 4000 {
+		flags |= diam.ErrorFlag
+	}
+	flags |= hdr.CommandFlags & diam.ProxiableFlag
+	ans := diam.NewMessage(hdr.CommandCode, flags, hdr.ApplicationID, hdr.HopByHopID, hdr.EndToEndID, Dict())
+	if sid != "" {
+		ans.AddAVP(m0(avpSessionID, datatype.UTF8String(sid)))
+	}
+	ans.AddAVP(m0(avpResultCode, datatype.Unsigned32(res.Code)))
+	ans.AddAVP(m0(avpOriginHost, datatype.DiameterIdentity(s.cfg.OriginHost)))
+	ans.AddAVP(m0(avpOriginRealm, datatype.DiameterIdentity(s.cfg.OriginRealm)))
+	ans.AddAVP(diam.NewAVP(avpErrorMessage, 0, 0, datatype.UTF8String(truncate(msg, 200))))
+	return ans.Serialize()
 }
 
 func commandLabel(app, code uint32) string {

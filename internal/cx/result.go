@@ -18,17 +18,19 @@ type Result struct {
 
 // Base protocol Result-Code values (RFC 6733).
 var (
-	Success              = Result{Code: 2001}
-	CommandUnsupported   = Result{Code: 3001}
-	UnableToDeliver      = Result{Code: 3002}
-	ApplicationUnsupport = Result{Code: 3007}
-	InvalidHdrBits       = Result{Code: 3008}
-	InvalidAVPBits       = Result{Code: 3009}
-	AVPUnsupported       = Result{Code: 5001}
-	InvalidAVPValue      = Result{Code: 5004}
-	MissingAVP           = Result{Code: 5005}
-	UnableToComply       = Result{Code: 5012}
-	InvalidAVPLength     = Result{Code: 5014}
+	Success               = Result{Code: 2001}
+	CommandUnsupported    = Result{Code: 3001}
+	UnableToDeliver       = Result{Code: 3002}
+	ApplicationUnsupport  = Result{Code: 3007}
+	InvalidHdrBits        = Result{Code: 3008}
+	InvalidAVPBits        = Result{Code: 3009}
+	UnknownPeer           = Result{Code: 3010}
+	AVPUnsupported        = Result{Code: 5001}
+	AuthorizationRejected = Result{Code: 5003}
+	InvalidAVPValue       = Result{Code: 5004}
+	MissingAVP            = Result{Code: 5005}
+	UnableToComply        = Result{Code: 5012}
+	InvalidAVPLength      = Result{Code: 5014}
 )
 
 // Cx Experimental-Result-Code values (TS 29.229 §6.2).
@@ -53,6 +55,7 @@ var resultNames = map[Result]string{
 	Success: "DIAMETER_SUCCESS", CommandUnsupported: "DIAMETER_COMMAND_UNSUPPORTED",
 	UnableToDeliver: "DIAMETER_UNABLE_TO_DELIVER", ApplicationUnsupport: "DIAMETER_APPLICATION_UNSUPPORTED",
 	InvalidHdrBits: "DIAMETER_INVALID_HDR_BITS", InvalidAVPBits: "DIAMETER_INVALID_AVP_BITS",
+	UnknownPeer: "DIAMETER_UNKNOWN_PEER", AuthorizationRejected: "DIAMETER_AUTHORIZATION_REJECTED",
 	AVPUnsupported: "DIAMETER_AVP_UNSUPPORTED", InvalidAVPValue: "DIAMETER_INVALID_AVP_VALUE",
 	MissingAVP: "DIAMETER_MISSING_AVP", UnableToComply: "DIAMETER_UNABLE_TO_COMPLY",
 	InvalidAVPLength:  "DIAMETER_INVALID_AVP_LENGTH",

@@ -55,6 +55,19 @@ type ServerConfig struct {
 	RequestTimeout time.Duration
 	// MaxMessageSize closes connections that announce a larger message (default 1 MiB).
 	MaxMessageSize int
+	// Peers are the clients allowed to connect. A CER whose Origin-Host is not listed, or comes from another
+	// address, is answered DIAMETER_UNKNOWN_PEER and the connection closed.
+	Peers []Peer
+	// AllowAnyPeer admits a CER from any Origin-Host that is not listed (tools and tests). Listed peers keep
+	// their address check and rights.
+	AllowAnyPeer bool
+	// CERTimeout closes a connection that sends no CER in time (default 5s).
+	CERTimeout time.Duration
+	// IdleTimeout closes a connection that sends nothing in time after its CER (default 30s; clients send a DWR
+	// every few seconds).
+	IdleTimeout time.Duration
+	// MaxConnections closes connections accepted beyond this many open ones (default 64).
+	MaxConnections int
 }
 
 // Validate checks the configuration and names the bad field.
@@ -71,7 +84,16 @@ func (c *ServerConfig) Validate() error {
 	if c.RequestTimeout < 0 {
 		return errors.New("cx server: request_timeout: must not be negative")
 	}
-	return nil
+	if c.CERTimeout < 0 || c.IdleTimeout < 0 {
+		return errors.New("cx server: cer_timeout, idle_timeout: must not be negative")
+	}
+	if c.MaxConnections < 0 {
+		return errors.New("cx server: max_connections: must not be negative")
+	}
+	if len(c.Peers) == 0 && !c.AllowAnyPeer {
+		return errors.New("cx server: peers: none configured (allow_any_peer admits anyone, for tools and tests)")
+	}
+	return validatePeers(c.Peers)
 }
 
 func (c *ServerConfig) defaults() {
@@ -87,21 +109,32 @@ func (c *ServerConfig) defaults() {
 	if c.MaxMessageSize == 0 {
 		c.MaxMessageSize = 1 << 20
 	}
+	if c.CERTimeout == 0 {
+		c.CERTimeout = 5 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 30 * time.Second
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = 64
+	}
 }
 
 // Server serves Cx over Diameter/TCP: capabilities exchange (advertising only Cx), watchdog, and the four requests
 // an HSS answers. Malformed input is answered with a Diameter error where the framing allows it; otherwise only
 // that connection is closed.
 type Server struct {
-	cfg      ServerConfig
-	handler  Handler
-	observe  func(Exchange)
-	trace    func(dir, src, dst string, data []byte)
-	log      *slog.Logger
-	sm       *sm.StateMachine
-	mu       sync.Mutex
-	srv      *diam.Server
-	stopping bool
+	cfg       ServerConfig
+	handler   Handler
+	observe   func(Exchange)
+	onRefusal func(Refusal)
+	peers     map[string]*Peer
+	trace     func(dir, src, dst string, data []byte)
+	log       *slog.Logger
+	sm        *sm.StateMachine
+	mu        sync.Mutex
+	srv       *diam.Server
+	stopping  bool
 }
 
 // ServerOption configures optional collaborators.
@@ -118,13 +151,20 @@ func WithTrace(f func(dir, src, dst string, data []byte)) ServerOption {
 // WithObserver is called once for every answered request, including error answers.
 func WithObserver(f func(Exchange)) ServerOption { return func(s *Server) { s.observe = f } }
 
+// WithRefusals is called once for every refused connection or request (unknown peer, timeouts, rights, …).
+func WithRefusals(f func(Refusal)) ServerOption { return func(s *Server) { s.onRefusal = f } }
+
 // NewServer builds a Cx server around h.
 func NewServer(cfg ServerConfig, h Handler, opts ...ServerOption) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.defaults()
-	s := &Server{cfg: cfg, handler: h, log: slog.Default()}
+	s := &Server{cfg: cfg, handler: h, log: slog.Default(), peers: map[string]*Peer{}}
+	for i := range cfg.Peers {
+		p := cfg.Peers[i]
+		s.peers[p.OriginHost] = &p
+	}
 	for _, o := range opts {
 		o(s)
 	}
@@ -218,7 +258,11 @@ func (s *Server) wrap(code uint32) diam.HandlerFunc {
 		x := Exchange{Command: CommandName(code), Remote: c.RemoteAddr().String()}
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 		defer cancel()
-		payload, res, errMsg, failed := s.dispatch(ctx, code, m, &x)
+		var peer *Peer
+		if gc, ok := c.Connection().(*guardConn); ok {
+			_, peer, _ = gc.cp.get()
+		}
+		payload, res, errMsg, failed := s.dispatch(ctx, code, m, &x, peer)
 		x.Result = res
 		x.Error = errMsg
 		ans := s.answer(m, res, payload, errMsg, failed)
@@ -232,13 +276,21 @@ func (s *Server) wrap(code uint32) diam.HandlerFunc {
 	}
 }
 
-func (s *Server) dispatch(ctx context.Context, code uint32, m *diam.Message, x *Exchange) (payload []*diam.AVP, res Result, errMsg string, failed []*diam.AVP) {
+// dispatch runs handle and turns a panic into DIAMETER_UNABLE_TO_COMPLY, so one bad request cannot take the
+// HSS down. Fuzzing goes through HandleFrame, which calls handle directly so that panics stay visible.
+func (s *Server) dispatch(ctx context.Context, code uint32, m *diam.Message, x *Exchange, peer *Peer) (payload []*diam.AVP, res Result, errMsg string, failed []*diam.AVP) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("cx: handler panic", "cmd", x.Command, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			payload, res, errMsg, failed = nil, UnableToComply, "internal error", nil
 		}
 	}()
+	return s.handle(ctx, code, m, x, peer)
+}
+
+// handle decodes a Cx request, checks a MAR's or SAR's Server-Name against the peer (nil: no check) and calls
+// the handler.
+func (s *Server) handle(ctx context.Context, code uint32, m *diam.Message, x *Exchange, peer *Peer) (payload []*diam.AVP, res Result, errMsg string, failed []*diam.AVP) {
 	var (
 		out any
 		err error
@@ -274,6 +326,10 @@ func (s *Server) dispatch(ctx context.Context, code uint32, m *diam.Message, x *
 		if rerr != nil {
 			return nil, rerr.Result, rerr.Message, rerr.Failed
 		}
+		if r := s.checkServerName(peer, "MAR", q.ServerName, x.Remote); r != nil {
+			s.refuse(*r)
+			return nil, r.Result, r.Detail, nil
+		}
 		var a *MAA
 		if a, err = s.handler.MultimediaAuth(ctx, q); err == nil {
 			out, res, payload = a, a.Result, a.avps()
@@ -288,6 +344,10 @@ func (s *Server) dispatch(ctx context.Context, code uint32, m *diam.Message, x *
 		x.AssignmentType = &t
 		if rerr != nil {
 			return nil, rerr.Result, rerr.Message, rerr.Failed
+		}
+		if r := s.checkServerName(peer, "SAR", q.ServerName, x.Remote); r != nil {
+			s.refuse(*r)
+			return nil, r.Result, r.Detail, nil
 		}
 		var a *SAA
 		if a, err = s.handler.ServerAssignment(ctx, q); err == nil {

@@ -67,6 +67,7 @@ func startBenchHSS(b *testing.B) string {
 	cfg := hss.DefaultConfig()
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.LabSubscribers = true
+	cfg.AllowAnyPeer = true // the load client is one unlisted host sending every command
 	dl, _ := net.Listen("tcp", "127.0.0.1:0")
 	hl, _ := net.Listen("tcp", "127.0.0.1:0")
 	node, err := hss.New(cfg, hss.WithListeners(dl, hl), hss.WithLogger(quiet()))

@@ -9,7 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"path/filepath"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -37,7 +40,19 @@ type Config struct {
 	UnsafeNoSync bool `yaml:"unsafe_no_sync"`
 	// MaxConcurrentHandlers bounds the requests in progress per Diameter connection (default 256).
 	MaxConcurrentHandlers int `yaml:"max_concurrent_handlers"`
-	Log                   struct {
+	// Peers are the Cx clients allowed to connect (Origin-Host, source address, and an S-CSCF's Server-Name).
+	Peers []cx.Peer `yaml:"peers,omitempty"`
+	// AllowAnyPeer admits Cx clients that are not in Peers (tools and tests only). Without peers and without it
+	// the HSS does not start.
+	AllowAnyPeer bool `yaml:"allow_any_peer,omitempty"`
+	// CERTimeout, IdleTimeout and MaxConnections limit Diameter connections (defaults 5s, 30s, 64).
+	CERTimeout     time.Duration `yaml:"cer_timeout,omitempty"`
+	IdleTimeout    time.Duration `yaml:"idle_timeout,omitempty"`
+	MaxConnections int           `yaml:"max_connections,omitempty"`
+	// APITokenFile holds the bearer token of the HTTP API (default <data_dir>/api-token). A missing file is
+	// created with a random token, mode 0600.
+	APITokenFile string `yaml:"api_token_file,omitempty"`
+	Log          struct {
 		Format string `yaml:"format"`
 		Level  string `yaml:"level"`
 	} `yaml:"log"`
@@ -75,10 +90,38 @@ func (c *Config) applyDefaults() {
 	}
 }
 
-// Validate checks the configuration and names the bad field.
+// TokenFile is the API token file: api_token_file, or <data_dir>/api-token.
+func (c *Config) TokenFile() string {
+	if c.APITokenFile != "" {
+		return c.APITokenFile
+	}
+	return filepath.Join(c.DataDir, "api-token")
+}
+
+// Validate checks the configuration and names the bad field. An HSS without peers refuses to start unless
+// allow_any_peer is set.
 func (c *Config) Validate() error {
+	if len(c.Peers) == 0 && !c.AllowAnyPeer {
+		return errors.New("hss config: peers: no Cx peer configured (allow_any_peer: true admits any client, for tools and tests only)")
+	}
+	return c.validateFields()
+}
+
+// validateFields checks each field on its own (a loaded file may get its peers policy from flags).
+func (c *Config) validateFields() error {
 	if c.MaxConcurrentHandlers < 0 {
 		return errors.New("hss config: max_concurrent_handlers: must not be negative")
+	}
+	if c.CERTimeout < 0 || c.IdleTimeout < 0 || c.MaxConnections < 0 {
+		return errors.New("hss config: cer_timeout, idle_timeout, max_connections: must not be negative")
+	}
+	for i, p := range c.Peers {
+		if p.OriginHost == "" {
+			return fmt.Errorf("hss config: peers[%d].origin_host: must be set", i)
+		}
+		if net.ParseIP(p.Address) == nil {
+			return fmt.Errorf("hss config: peers[%d].address: %q is not an IP literal", i, p.Address)
+		}
 	}
 	for name, set := range c.CapabilitySets {
 		if name == "" {
@@ -106,7 +149,7 @@ func LoadConfig(path string) (Config, error) {
 		return c, fmt.Errorf("hss config %s: %w", path, err)
 	}
 	c.applyDefaults()
-	if err := c.Validate(); err != nil {
+	if err := c.validateFields(); err != nil {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/fiorix/go-diameter/v4/diam"
@@ -54,14 +55,42 @@ generate:
     password_prefix: pass
 `
 
-// testHSS is a real HSS on loopback with a Cx client connected to it.
+// testHSS is a real HSS on loopback with Cx clients connected to it: client is scscf1, icscf the I-CSCF.
 type testHSS struct {
-	node   *hss.Node
-	client *cx.Client
-	dir    string
+	node    *hss.Node
+	client  *cx.Client
+	icscf   *cx.Client
+	dir     string
+	token   string
+	clients map[string]*cx.Client // by Server-Name
 }
 
-func startHSS() *testHSS {
+// rawSCSCF is an S-CSCF peer for raw requests (Server-Name scscf1); raw.ims.test is an I-CSCF peer.
+const rawSCSCF = "rawscscf.ims.test"
+
+// testPeers are the Cx clients the test HSS accepts, all on loopback.
+func testPeers() []cx.Peer {
+	return []cx.Peer{
+		{OriginHost: "icscf.ims.test", Address: "127.0.0.1"},
+		{OriginHost: "raw.ims.test", Address: "127.0.0.1"},
+		{OriginHost: "scscf1.ims.test", Address: "127.0.0.1", ServerName: "sip:scscf1.ims.test"},
+		{OriginHost: "scscf2.ims.test", Address: "127.0.0.1", ServerName: "sip:scscf2.ims.test"},
+		{OriginHost: "scscf3.ims.test", Address: "127.0.0.1", ServerName: "sip:scscf3.ims.test"},
+		{OriginHost: rawSCSCF, Address: "127.0.0.1", ServerName: "sip:scscf1.ims.test"},
+	}
+}
+
+// scscf returns a client connected as the S-CSCF whose Server-Name is name (sip:<origin-host>).
+func (h *testHSS) scscf(name string) *cx.Client {
+	if c, ok := h.clients[name]; ok {
+		return c
+	}
+	c := newClient(h.node.DiameterAddr(), strings.TrimPrefix(name, "sip:"))
+	h.clients[name] = c
+	return c
+}
+
+func startHSS(edits ...func(*hss.Config)) *testHSS {
 	dir := GinkgoT().TempDir()
 	subs := filepath.Join(dir, "subscribers.yaml")
 	Expect(os.WriteFile(subs, []byte(subscribersYAML), 0o644)).To(Succeed())
@@ -71,6 +100,11 @@ func startHSS() *testHSS {
 	cfg.EventsFile = filepath.Join(dir, "events.jsonl")
 	cfg.CapabilitySets["default"] = cx.ServerCapabilities{Mandatory: []uint32{1}, Optional: []uint32{2},
 		ServerNames: []string{"sip:scscf1.ims.test", "sip:scscf2.ims.test"}}
+	cfg.Peers = testPeers()
+	cfg.APITokenFile = filepath.Join(dir, "api-token")
+	for _, e := range edits {
+		e(&cfg)
+	}
 	dl, err := net.Listen("tcp", "127.0.0.1:0")
 	Expect(err).NotTo(HaveOccurred())
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
@@ -90,8 +124,12 @@ func startHSS() *testHSS {
 	})
 	Eventually(node.Ready(), 5*time.Second).Should(BeClosed())
 
-	client := newClient(node.DiameterAddr(), "scscf1.ims.test")
-	return &testHSS{node: node, client: client, dir: dir}
+	token, err := os.ReadFile(cfg.APITokenFile)
+	Expect(err).NotTo(HaveOccurred())
+	h := &testHSS{node: node, dir: dir, token: strings.TrimSpace(string(token)), clients: map[string]*cx.Client{}}
+	h.client = h.scscf("sip:scscf1.ims.test")
+	h.icscf = newClient(node.DiameterAddr(), "icscf.ims.test")
+	return h
 }
 
 func newClient(addr, host string) *cx.Client {
@@ -111,7 +149,10 @@ func newClient(addr, host string) *cx.Client {
 }
 
 func (h *testHSS) api(path string) map[string]any {
-	resp, err := http.Get("http://" + h.node.HTTPAddr() + path)
+	req, err := http.NewRequest(http.MethodGet, "http://"+h.node.HTTPAddr()+path, nil)
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	resp, err := http.DefaultClient.Do(req)
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
@@ -171,13 +212,27 @@ type rawPeer struct {
 	conn net.Conn
 }
 
-func dialRaw(addr string) *rawPeer {
+func dialRaw(addr string) *rawPeer { return dialRawAs(addr, "raw.ims.test") }
+
+// dialRawAs connects and completes a CER as host.
+func dialRawAs(addr, host string) *rawPeer {
+	p := connectRaw(addr)
+	cea := p.roundTrip(cerFrom(host))
+	Expect(resultCode(cea)).To(Equal(uint32(2001)))
+	return p
+}
+
+// connectRaw opens a TCP connection and sends nothing.
+func connectRaw(addr string) *rawPeer {
 	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(conn.Close)
-	p := &rawPeer{conn: conn}
+	return &rawPeer{conn: conn}
+}
+
+func cerFrom(host string) *diam.Message {
 	cer := diam.NewRequest(diam.CapabilitiesExchange, 0, cx.Dict())
-	cer.NewAVP(avp.OriginHost, avp.Mbit, 0, datatype.DiameterIdentity("raw.ims.test"))
+	cer.NewAVP(avp.OriginHost, avp.Mbit, 0, datatype.DiameterIdentity(host))
 	cer.NewAVP(avp.OriginRealm, avp.Mbit, 0, datatype.DiameterIdentity("ims.test"))
 	cer.NewAVP(avp.HostIPAddress, avp.Mbit, 0, datatype.Address(net.ParseIP("127.0.0.1")))
 	cer.NewAVP(avp.VendorID, avp.Mbit, 0, datatype.Unsigned32(10415))
@@ -186,9 +241,7 @@ func dialRaw(addr string) *rawPeer {
 		diam.NewAVP(avp.VendorID, avp.Mbit, 0, datatype.Unsigned32(10415)),
 		diam.NewAVP(avp.AuthApplicationID, avp.Mbit, 0, datatype.Unsigned32(cx.AppID)),
 	}})
-	cea := p.roundTrip(cer)
-	Expect(resultCode(cea)).To(Equal(uint32(2001)))
-	return p
+	return cer
 }
 
 func (p *rawPeer) send(b []byte) {
@@ -275,8 +328,13 @@ func failedAVPCodes(m *rawAnswer) []uint32 {
 	return out
 }
 
-// cxRequest builds a Cx request with the envelope AVPs; extra AVPs follow.
+// cxRequest builds a Cx request from raw.ims.test with the envelope AVPs; extra AVPs follow.
 func cxRequest(code uint32, extra ...*diam.AVP) *diam.Message {
+	return cxRequestAs("raw.ims.test", code, extra...)
+}
+
+// cxRequestAs builds a Cx request whose Origin-Host is host.
+func cxRequestAs(host string, code uint32, extra ...*diam.AVP) *diam.Message {
 	m := diam.NewRequest(code, cx.AppID, cx.Dict())
 	m.NewAVP(avp.SessionID, avp.Mbit, 0, datatype.UTF8String(fmt.Sprintf("raw.ims.test;%d", time.Now().UnixNano())))
 	m.NewAVP(avp.VendorSpecificApplicationID, avp.Mbit, 0, &diam.GroupedAVP{AVP: []*diam.AVP{
@@ -284,7 +342,7 @@ func cxRequest(code uint32, extra ...*diam.AVP) *diam.Message {
 		diam.NewAVP(avp.AuthApplicationID, avp.Mbit, 0, datatype.Unsigned32(cx.AppID)),
 	}})
 	m.NewAVP(avp.AuthSessionState, avp.Mbit, 0, datatype.Enumerated(1))
-	m.NewAVP(avp.OriginHost, avp.Mbit, 0, datatype.DiameterIdentity("raw.ims.test"))
+	m.NewAVP(avp.OriginHost, avp.Mbit, 0, datatype.DiameterIdentity(host))
 	m.NewAVP(avp.OriginRealm, avp.Mbit, 0, datatype.DiameterIdentity("ims.test"))
 	m.NewAVP(avp.DestinationRealm, avp.Mbit, 0, datatype.DiameterIdentity("ims.test"))
 	for _, a := range extra {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -88,20 +89,37 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("hss: %w", err)
 	}
 	defer tracer.Close()
+	if n.cfg.AllowAnyPeer {
+		n.log.Warn("allow_any_peer is set: any host that reaches the Diameter port may read HA1s and take users over",
+			"peers", len(n.cfg.Peers))
+	}
 	srv, err := cx.NewServer(cx.ServerConfig{
 		OriginHost: n.cfg.OriginHost, OriginRealm: n.cfg.OriginRealm, ProductName: "imslab-hss",
-		MaxConcurrentHandlers: n.cfg.MaxConcurrentHandlers,
+		MaxConcurrentHandlers: n.cfg.MaxConcurrentHandlers, Peers: n.cfg.Peers, AllowAnyPeer: n.cfg.AllowAnyPeer,
+		CERTimeout: n.cfg.CERTimeout, IdleTimeout: n.cfg.IdleTimeout, MaxConnections: n.cfg.MaxConnections,
 	}, NewProcedures(db, n.cfg.CapabilitySets), cx.WithLogger(n.log), cx.WithObserver(n.observe),
+		cx.WithRefusals(n.refused),
 		cx.WithTrace(func(dir, src, dst string, data []byte) { tracer.Record("diameter", dir, src, dst, data) }))
 	if err != nil {
 		return fmt.Errorf("hss: %w", err)
+	}
+	tokenFile := n.cfg.TokenFile()
+	token, created, err := api.LoadOrCreateToken(tokenFile)
+	if err != nil {
+		return fmt.Errorf("hss: api_token_file: %w", err)
+	}
+	if created {
+		n.log.Info("api token created", "file", tokenFile)
+	} else if st, err := os.Stat(tokenFile); err == nil && st.Mode().Perm()&0o077 != 0 {
+		n.log.Warn("api token file is readable by others", "file", tokenFile, "mode", st.Mode().Perm().String())
 	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/api/", api.NewHandler(db, decodeRestoration, n.log))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	guard := api.Guard{Token: token, Hosts: n.httpHosts(), Log: n.log}
+	hs := &http.Server{Handler: guard.Protect(mux), ReadHeaderTimeout: 5 * time.Second}
 
 	errc := make(chan error, 2)
 	sctx, cancel := context.WithCancel(ctx)
@@ -194,6 +212,36 @@ func (n *Node) observe(x cx.Exchange) {
 	n.events.Emit("cx_answer", f)
 	n.log.Debug("cx answered", "cmd", x.Command, "peer", x.Peer, "session_id", x.SessionID, "impi", x.UserName,
 		"impu", x.PublicIdentity, "result_code", x.Result.Label(), "latency", x.Duration)
+}
+
+// httpHosts are the Host header values the HTTP listener answers to: its bound address, the HSS's FQDN and
+// loopback names.
+func (n *Node) httpHosts() []string {
+	hosts := []string{n.cfg.OriginHost, "localhost", "127.0.0.1", "::1"}
+	for _, addr := range []string{n.httpLn.Addr().String(), n.cfg.HTTPListen} {
+		h, _, err := net.SplitHostPort(addr)
+		if ip := net.ParseIP(h); err != nil || h == "" || (ip != nil && ip.IsUnspecified()) {
+			continue // a wildcard listener has no name of its own
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts
+}
+
+// refused records a refused Cx connection or request (event cx_refused, counter hss_cx_refused_total).
+func (n *Node) refused(r cx.Refusal) {
+	n.metrics.refused.WithLabelValues(r.Reason).Inc()
+	f := map[string]any{"peer": r.Peer, "remote": r.Remote, "reason": r.Reason}
+	if r.Command != "" {
+		f["cmd"] = r.Command
+	}
+	if r.Result.Code != 0 {
+		f["result"] = r.Result.Code
+	}
+	if r.Detail != "" {
+		f["error"] = r.Detail
+	}
+	n.events.Emit("cx_refused", f)
 }
 
 func decodeRestoration(raw []byte) (any, error) { return cx.DecodeRestorationRaw(raw) }

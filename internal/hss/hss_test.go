@@ -63,7 +63,7 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 		if c.visited == "" {
 			c.visited = "ims.test"
 		}
-		a, err := h.client.UserAuthorization(ctx(), &cx.UAR{UserName: c.impi, PublicIdentity: c.impu,
+		a, err := h.icscf.UserAuthorization(ctx(), &cx.UAR{UserName: c.impi, PublicIdentity: c.impu,
 			VisitedNetworkIdentifier: c.visited, AuthorizationType: c.uat})
 		if !c.want.IsSuccess() {
 			res, ok := cx.ResultOf(err)
@@ -123,7 +123,7 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 		if c.impi != "" {
 			prepare(h, c.impi, c.st)
 		}
-		a, err := h.client.LocationInfo(ctx(), &cx.LIR{PublicIdentity: c.impu, Originating: c.originating, AuthorizationType: c.uat})
+		a, err := h.icscf.LocationInfo(ctx(), &cx.LIR{PublicIdentity: c.impu, Originating: c.originating, AuthorizationType: c.uat})
 		if !c.want.IsSuccess() {
 			res, ok := cx.ResultOf(err)
 			Expect(ok).To(BeTrue(), "want a Diameter answer, got %v", err)
@@ -156,7 +156,7 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 
 	Describe("MAR", func() {
 		It("returns SIP Digest credentials and records the S-CSCF as authentication-pending", SpecTimeout(10*time.Second), func(_ SpecContext) {
-			a, err := mar(h.client, "user0001@ims.test", scscf2)
+			a, err := mar(h.scscf(scscf2), "user0001@ims.test", scscf2)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(a.Result).To(Equal(cx.Success))
 			Expect(a.UserName).To(Equal("user0001@ims.test"))
@@ -209,7 +209,7 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 		if c.rest {
 			rest = restorationFor(impi, "pcscf2.ims.test")
 		}
-		a, err := h.client.ServerAssignment(ctx(), &cx.SAR{UserName: impi, PublicIdentities: []string{"sip:alice@ims.test"},
+		a, err := h.scscf(c.server).ServerAssignment(ctx(), &cx.SAR{UserName: impi, PublicIdentities: []string{"sip:alice@ims.test"},
 			ServerName: c.server, AssignmentType: c.sat, Restoration: rest, UserDataAlreadyAvailable: c.udaa})
 		if !c.want.IsSuccess() {
 			res, ok := cx.ResultOf(err)
@@ -309,8 +309,8 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 
 	It("takes a user over: UAR UAT 2, MAR and SAR from a new S-CSCF, then LIR points at it", func() {
 		register(h.client, "user0002@ims.test", scscf1, "pcscf1.ims.test")
-		other := newClient(h.node.DiameterAddr(), "scscf2.ims.test")
-		a, err := other.UserAuthorization(ctx(), &cx.UAR{UserName: "user0002@ims.test", PublicIdentity: "sip:user0002@ims.test",
+		other := h.scscf(scscf2)
+		a, err := h.icscf.UserAuthorization(ctx(), &cx.UAR{UserName: "user0002@ims.test", PublicIdentity: "sip:user0002@ims.test",
 			VisitedNetworkIdentifier: "ims.test", AuthorizationType: cx.UATRegistrationAndCapabilities})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(a.ServerName).To(BeEmpty())
@@ -318,7 +318,7 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(saa.Restoration).To(HaveLen(1))
 		Expect(saa.Restoration[0].Registrations[0].Contact).To(ContainSubstring("bac.ims.test"))
-		lia, err := h.client.LocationInfo(ctx(), &cx.LIR{PublicIdentity: "sip:user0002@ims.test"})
+		lia, err := h.icscf.LocationInfo(ctx(), &cx.LIR{PublicIdentity: "sip:user0002@ims.test"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(lia.ServerName).To(Equal(scscf2))
 	})
@@ -328,7 +328,8 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 		BeforeEach(func() { p = dialRaw(h.node.DiameterAddr()) })
 
 		It("answers a SAR without Server-Assignment-Type with 5005 and the missing AVP in Failed-AVP", func() {
-			ans := p.roundTrip(cxRequest(cx.CmdSA,
+			p := dialRawAs(h.node.DiameterAddr(), rawSCSCF)
+			ans := p.roundTrip(cxRequestAs(rawSCSCF, cx.CmdSA,
 				diam.NewAVP(avp.UserName, avp.Mbit, 0, datatype.UTF8String("alice@ims.test")),
 				cxAVP(602, datatype.UTF8String(scscf1)),
 				cxAVP(624, datatype.Enumerated(0))))
@@ -374,7 +375,7 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 			p.send([]byte("INVITE sip:bob@ims.test SIP/2.0\r\n\r\n"))
 			_, err := p.recv()
 			Expect(err).To(HaveOccurred())
-			a, err := h.client.LocationInfo(ctx(), &cx.LIR{PublicIdentity: "sip:bob@ims.test"})
+			a, err := h.icscf.LocationInfo(ctx(), &cx.LIR{PublicIdentity: "sip:bob@ims.test"})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(a.Result).To(Equal(cx.UnregisteredService))
 			q := dialRaw(h.node.DiameterAddr())
@@ -385,7 +386,7 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 			Expect(err).NotTo(HaveOccurred())
 			_, _ = conn.Write([]byte{1, 0, 1, 0, 0x80})
 			conn.Close()
-			_, err = h.client.LocationInfo(ctx(), &cx.LIR{PublicIdentity: "sip:bob@ims.test"})
+			_, err = h.icscf.LocationInfo(ctx(), &cx.LIR{PublicIdentity: "sip:bob@ims.test"})
 			Expect(err).NotTo(HaveOccurred())
 		})
 	})

@@ -14,6 +14,7 @@ type metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	refused  *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -29,7 +30,11 @@ func newMetrics() *metrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}, []string{"cmd"}),
 	}
-	m.reg.MustRegister(m.requests, m.latency,
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "hss", Name: "cx_refused_total",
+		Help: "Cx connections and requests refused because of who sent them or limits, by reason.",
+	}, []string{"reason"})
+	m.reg.MustRegister(m.requests, m.latency, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -144,18 +144,33 @@ func (p *Procedures) MultimediaAuth(ctx context.Context, q *cx.MAR) (*cx.MAA, er
 	if scheme != cx.SchemeSIPDigest || sub.AuthScheme != cx.SchemeSIPDigest {
 		return nil, cx.Answerf(cx.ErrorAuthSchemeNotSupported, "authentication scheme %q is not supported for %s", scheme, sub.IMPI)
 	}
-	now := p.now()
-	_, err = p.db.Update(ctx, sub.IMPI, func(_ store.Subscriber, reg *store.Registration) error {
-		reg.AuthPending, reg.AuthPendingAt, reg.OriginHost = q.ServerName, now, q.OriginHost
-		if reg.State == store.NotRegistered && !hasName(*reg) {
-			// Until the SAR, this S-CSCF is where a new UAR points.
-			reg.ServerName = q.ServerName
-		}
-		reg.UpdatedAt = now
-		return nil
-	})
+	// Every unauthenticated REGISTER costs a MAR: one that would store what is already stored writes nothing
+	// (checked on the cached read first, then again inside the write).
+	unchanged := func(reg store.Registration) bool {
+		return reg.AuthPending == q.ServerName && reg.OriginHost == q.OriginHost &&
+			(reg.State != store.NotRegistered || hasName(reg))
+	}
+	reg, err := p.db.GetRegistration(sub.IMPI)
 	if err != nil {
 		return nil, fmt.Errorf("hss: mar for %s: %w", sub.IMPI, err)
+	}
+	if !unchanged(reg) {
+		now := p.now()
+		_, err = p.db.Update(ctx, sub.IMPI, func(_ store.Subscriber, reg *store.Registration) error {
+			if unchanged(*reg) {
+				return errUnchanged
+			}
+			reg.AuthPending, reg.AuthPendingAt, reg.OriginHost = q.ServerName, now, q.OriginHost
+			if reg.State == store.NotRegistered && !hasName(*reg) {
+				// Until the SAR, this S-CSCF is where a new UAR points.
+				reg.ServerName = q.ServerName
+			}
+			reg.UpdatedAt = now
+			return nil
+		})
+		if err != nil && !errors.Is(err, errUnchanged) {
+			return nil, fmt.Errorf("hss: mar for %s: %w", sub.IMPI, err)
+		}
 	}
 	return &cx.MAA{
 		Result:          cx.Success,

@@ -35,7 +35,7 @@ var _ = Describe("Cx wire format", Label("integration"), func() {
 		DeferCleanup(func() { capture.Kill() })
 		Eventually(capture.Err, 20*time.Second).Should(gbytes.Say("Capturing on"))
 		// tshark says "Capturing on" before packets really flow into the file: probe until they do.
-		probe := newClient(h.node.DiameterAddr(), "probe.ims.test")
+		probe := newClient(h.node.DiameterAddr(), "icscf.ims.test")
 		Eventually(func() int64 {
 			_, _ = probe.LocationInfo(sctx, &cx.LIR{PublicIdentity: "sip:probe@ims.test"})
 			st, err := os.Stat(pcap)
@@ -48,13 +48,14 @@ var _ = Describe("Cx wire format", Label("integration"), func() {
 		// A fresh connection, so the capture holds the CER/CEA too.
 		c := newClient(h.node.DiameterAddr(), "scscf2.ims.test")
 		register(c, "user0003@ims.test", scscf2, "pcscf3.ims.test")
-		_, err = c.UserAuthorization(sctx, &cx.UAR{UserName: "user0003@ims.test", PublicIdentity: "sip:user0003@ims.test",
+		i := newClient(h.node.DiameterAddr(), "icscf.ims.test")
+		_, err = i.UserAuthorization(sctx, &cx.UAR{UserName: "user0003@ims.test", PublicIdentity: "sip:user0003@ims.test",
 			VisitedNetworkIdentifier: "ims.test", AuthorizationType: cx.UATRegistrationAndCapabilities})
 		Expect(err).NotTo(HaveOccurred())
-		_, err = c.LocationInfo(sctx, &cx.LIR{PublicIdentity: "sip:user0003@ims.test", Originating: true,
+		_, err = i.LocationInfo(sctx, &cx.LIR{PublicIdentity: "sip:user0003@ims.test", Originating: true,
 			AuthorizationType: uat(cx.UATRegistrationAndCapabilities)})
 		Expect(err).NotTo(HaveOccurred())
-		_, err = c.UserAuthorization(sctx, &cx.UAR{UserName: "nobody@ims.test", PublicIdentity: "sip:nobody@ims.test",
+		_, err = i.UserAuthorization(sctx, &cx.UAR{UserName: "nobody@ims.test", PublicIdentity: "sip:nobody@ims.test",
 			VisitedNetworkIdentifier: "ims.test"})
 		Expect(err).To(HaveOccurred())
 

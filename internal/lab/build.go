@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/imslab/quasipool/internal/cx"
 	"github.com/imslab/quasipool/internal/hss"
 	"github.com/imslab/quasipool/internal/topology"
 )
@@ -63,7 +64,9 @@ func (l *Lab) Prepare() error {
 		if err != nil {
 			return fmt.Errorf("lab: %w", err)
 		}
-		b, err := HSSConfigYAML(nc)
+		c := hssConfig(nc)
+		c.APITokenFile = HSSTokenFile(l.cfg.RunDir, n.Name)
+		b, err := marshalHSSConfig(c)
 		if err != nil {
 			return fmt.Errorf("lab: hss config: %w", err)
 		}
@@ -88,12 +91,27 @@ func hssConfig(nc *topology.NodeConfig) hss.Config {
 	c.TraceFile = nc.TraceFile
 	c.Log.Format = nc.Log.Format
 	c.Log.Level = nc.Log.Level
+	if nc.Trust != nil {
+		for _, p := range nc.Trust.DiameterPeers {
+			c.Peers = append(c.Peers, cx.Peer{OriginHost: p.OriginHost, Address: p.Address, ServerName: p.ServerName})
+		}
+	}
 	return c
 }
 
-// HSSConfigYAML is the HSS's configuration file (internal/hss format) for its node configuration.
+// HSSTokenFile is where the local lab keeps the HSS's API token: <run-dir>/<hss>-api-token.
+func HSSTokenFile(runDir, hssName string) string {
+	return filepath.Join(runDir, hssName+"-api-token")
+}
+
+// HSSConfigYAML is the HSS's configuration file (internal/hss format) for its node configuration: Cx peers from
+// the node's trust section, the API token in <data_dir>/api-token.
 func HSSConfigYAML(nc *topology.NodeConfig) ([]byte, error) {
-	b, err := yaml.Marshal(hssConfig(nc))
+	return marshalHSSConfig(hssConfig(nc))
+}
+
+func marshalHSSConfig(c hss.Config) ([]byte, error) {
+	b, err := yaml.Marshal(c)
 	if err != nil {
 		return nil, err
 	}

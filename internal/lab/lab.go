@@ -192,6 +192,17 @@ func startOrder(nodes []topology.Node) []topology.Node {
 // RunDir returns the run directory (absolute).
 func (l *Lab) RunDir() string { return l.cfg.RunDir }
 
+// HSSAPI returns the HTTP address of the lab's HSS and its API token file ("" when the topology has no HSS or
+// it is not run).
+func (l *Lab) HSSAPI() (addr, tokenFile string) {
+	for _, n := range l.nodes {
+		if n.Kind == topology.KindHSS && n.runnable && n.selected {
+			return n.Endpoint(topology.PortHTTP), HSSTokenFile(l.cfg.RunDir, n.Name)
+		}
+	}
+	return "", ""
+}
+
 // LogFile returns the path of a node's log file.
 func (l *Lab) LogFile(name string) string { return filepath.Join(l.cfg.RunDir, "logs", name+".log") }
 

@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/imslab/quasipool/internal/cx"
 	"github.com/imslab/quasipool/internal/hss"
 	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/topology"
@@ -123,6 +124,13 @@ var _ = Describe("lab config", Label("unit"), func() {
 		Expect(hc.LabSubscribers).To(BeTrue())
 		Expect(hc.Log.Level).To(Equal("info"))
 		Expect(hc.CapabilitySets).To(HaveKey("default"))
+		Expect(hc.Validate()).To(Succeed(), "the HSS starts: it has peers")
+		Expect(hc.AllowAnyPeer).To(BeFalse())
+		Expect(hc.APITokenFile).To(Equal(lab.HSSTokenFile(run, "hss")))
+		Expect(hc.Peers).To(ContainElements(
+			cx.Peer{OriginHost: "icscf.ims.test", Address: "127.0.0.1"},
+			cx.Peer{OriginHost: "scscf1.ims.test", Address: "127.0.0.1", ServerName: "sip:scscf1.ims.test"}))
+		Expect(hc.Peers).NotTo(ContainElement(HaveField("OriginHost", HavePrefix("pcscf"))), "only Cx clients")
 	})
 
 	It("knows which nodes have a command and starts them in dependency order", func() {

@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -35,8 +38,34 @@ type hssProc struct {
 	dataDir          string
 }
 
+// hssTokens maps an HSS's HTTP address to its API token file.
+var hssTokens sync.Map
+
+// hssPeerConfig admits the test's clients on loopback: an I-CSCF and two S-CSCFs.
+const hssPeerConfig = `peers:
+  - {origin_host: icscf.ims.test, address: 127.0.0.1}
+  - {origin_host: scscf1.ims.test, address: 127.0.0.1, server_name: "sip:scscf1.ims.test"}
+  - {origin_host: scscf2.ims.test, address: 127.0.0.1, server_name: "sip:scscf2.ims.test"}
+`
+
+// cxClient connects a Cx client as host; it is stopped when the spec ends.
+func cxClient(addr, host string) *cx.Client {
+	client, err := cx.NewClient(cx.ClientConfig{Addr: addr, OriginHost: host, OriginRealm: "ims.test",
+		DestinationRealm: "ims.test", ReconnectMin: 50 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		WatchdogInterval: time.Second}, cx.WithClientLogger(slog.New(slog.NewTextHandler(GinkgoWriter, nil))))
+	Expect(err).NotTo(HaveOccurred())
+	cctx, cancel := context.WithCancel(context.Background())
+	DeferCleanup(cancel)
+	go func() { _ = client.Run(cctx) }()
+	Eventually(client.Connected(), 10*time.Second).Should(BeClosed())
+	return client
+}
+
 func startHSSProc(dataDir, diameter, httpAt string) *hssProc {
-	cmd := exec.Command(hssBin, "--data-dir", dataDir, "--diameter-listen", diameter, "--http-listen", httpAt,
+	conf := filepath.Join(filepath.Dir(dataDir), "hss-peers.yaml")
+	Expect(os.WriteFile(conf, []byte(hssPeerConfig), 0o644)).To(Succeed())
+	hssTokens.Store(httpAt, filepath.Join(dataDir, "api-token"))
+	cmd := exec.Command(hssBin, "--config", conf, "--data-dir", dataDir, "--diameter-listen", diameter, "--http-listen", httpAt,
 		"--lab-subscribers")
 	s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
@@ -45,8 +74,17 @@ func startHSSProc(dataDir, diameter, httpAt string) *hssProc {
 	return &hssProc{session: s, diameter: diameter, httpAt: httpAt, dataDir: dataDir}
 }
 
+// registrationOf reads a registration from the HSS's API with its token.
 func registrationOf(httpAt, impi string) map[string]any {
-	resp, err := http.Get(fmt.Sprintf("http://%s/api/v1/subscribers/%s/registration", httpAt, impi))
+	GinkgoHelper()
+	tokenFile, ok := hssTokens.Load(httpAt)
+	Expect(ok).To(BeTrue(), "no HSS started at %s", httpAt)
+	token, err := os.ReadFile(tokenFile.(string))
+	Expect(err).NotTo(HaveOccurred())
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/api/v1/subscribers/%s/registration", httpAt, impi), nil)
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -62,14 +100,7 @@ var _ = Describe("HSS process", Label("e2e"), func() {
 		diameter, httpAt := freePort(), freePort()
 		p := startHSSProc(dataDir, diameter, httpAt)
 
-		client, err := cx.NewClient(cx.ClientConfig{Addr: diameter, OriginHost: "scscf1.ims.test", OriginRealm: "ims.test",
-			DestinationRealm: "ims.test", ReconnectMin: 50 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
-			WatchdogInterval: time.Second}, cx.WithClientLogger(slog.New(slog.NewTextHandler(GinkgoWriter, nil))))
-		Expect(err).NotTo(HaveOccurred())
-		cctx, cancel := context.WithCancel(context.Background())
-		DeferCleanup(cancel)
-		go func() { _ = client.Run(cctx) }()
-		Eventually(client.Connected(), 10*time.Second).Should(BeClosed())
+		client := cxClient(diameter, "scscf1.ims.test")
 
 		// Register 200 users; every SAA received is an acknowledged write.
 		const n = 200
@@ -92,16 +123,21 @@ var _ = Describe("HSS process", Label("e2e"), func() {
 
 		startHSSProc(dataDir, diameter, httpAt)
 		Eventually(client.Connected(), 10*time.Second).Should(BeClosed())
+		icscf := cxClient(diameter, "icscf.ims.test")
 
 		for i := 1; i <= n; i++ {
 			impi := fmt.Sprintf("user%04d@ims.test", i)
-			uaa, err := client.UserAuthorization(sctx, &cx.UAR{UserName: impi, PublicIdentity: "sip:" + impi,
+			uaa, err := icscf.UserAuthorization(sctx, &cx.UAR{UserName: impi, PublicIdentity: "sip:" + impi,
 				VisitedNetworkIdentifier: "ims.test"})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(uaa.Result).To(Equal(cx.SubsequentRegistration), impi)
 			Expect(uaa.ServerName).To(Equal("sip:scscf1.ims.test"), impi)
 		}
-		saa, err := client.ServerAssignment(sctx, &cx.SAR{UserName: "user0150@ims.test", PublicIdentities: []string{"sip:user0150@ims.test"},
+		// The reconnected scscf1 client still writes; scscf2 takes a user over.
+		_, err := client.ServerAssignment(sctx, &cx.SAR{UserName: "user0001@ims.test", PublicIdentities: []string{"sip:user0001@ims.test"},
+			ServerName: "sip:scscf1.ims.test", AssignmentType: cx.SATReRegistration})
+		Expect(err).NotTo(HaveOccurred())
+		saa, err := cxClient(diameter, "scscf2.ims.test").ServerAssignment(sctx, &cx.SAR{UserName: "user0150@ims.test", PublicIdentities: []string{"sip:user0150@ims.test"},
 			ServerName: "sip:scscf2.ims.test", AssignmentType: cx.SATUnregisteredUser})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(saa.Restoration).To(HaveLen(1))

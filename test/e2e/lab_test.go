@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
 
+	imslab "github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/testutil"
 	"github.com/imslab/quasipool/internal/topology"
 )
@@ -50,9 +51,13 @@ func (l *lab) start(name string) {
 	path := filepath.Join(l.dir, "config", name+".yaml")
 	switch cfg.Kind {
 	case topology.KindHSS:
-		cmd = exec.Command(binaries["hss"], "--data-dir", cfg.HSS.DataDir, "--diameter-listen", cfg.HSS.DiameterListen,
-			"--http-listen", cfg.HSS.HTTPListen, "--origin-host", cfg.HSS.OriginHost, "--realm", cfg.HSS.OriginRealm,
-			"--lab-subscribers", "--events", cfg.EventsFile)
+		// The HSS's own format, as the lab writes it: Cx peers from the topology, token in <data_dir>/api-token.
+		b, err := imslab.HSSConfigYAML(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		path = filepath.Join(l.dir, "config", name+"-hss.yaml")
+		Expect(os.WriteFile(path, b, 0o644)).To(Succeed())
+		hssTokens.Store(cfg.HSS.HTTPListen, filepath.Join(cfg.HSS.DataDir, "api-token"))
+		cmd = exec.Command(binaries["hss"], "--config", path)
 	default:
 		cmd = exec.Command(binaries[string(cfg.Kind)], "--config", path)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// DefaultAddr is where the API listens unless configured otherwise: loopback only, it has no authentication.
+// DefaultAddr is where the API listens unless configured otherwise: loopback only (see Guard for the checks).
 const DefaultAddr = "127.0.0.1:8090"
 
 // Config configures the API listener.

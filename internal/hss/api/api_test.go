@@ -22,6 +22,8 @@ import (
 	"github.com/imslab/quasipool/internal/hss/store"
 )
 
+const testToken = "0123456789abcdef"
+
 const aliceJSON = `{"impi":"alice@ims.test","impus":["sip:alice@ims.test","tel:+15550001"],"realm":"ims.test","password":"secret"}`
 
 // syncBuffer collects log output written from server goroutines.
@@ -84,7 +86,8 @@ var _ = Describe("API", Label("unit"), func() {
 	// The server starts in JustBeforeEach so specs can swap the decoder first.
 	JustBeforeEach(func() {
 		logger := slog.New(slog.NewJSONHandler(logs, nil))
-		srv = httptest.NewServer(api.NewHandler(db, decode, logger))
+		guard := api.Guard{Token: testToken, Hosts: []string{"127.0.0.1"}, Log: logger}
+		srv = httptest.NewServer(guard.Protect(api.NewHandler(db, decode, logger)))
 		DeferCleanup(srv.Close)
 	})
 
@@ -96,6 +99,10 @@ var _ = Describe("API", Label("unit"), func() {
 		}
 		req, err := http.NewRequest(method, srv.URL+path, r)
 		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		client := &http.Client{Timeout: 10 * time.Second}
 		resp, err := client.Do(req)
 		Expect(err).NotTo(HaveOccurred())
