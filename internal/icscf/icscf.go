@@ -92,7 +92,7 @@ func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool
 	n := &Node{cfg: cfg, hss: hss, log: log, rec: rec,
 		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log, Trust: sipx.NewTrust(cfg.Peers)},
 			cfg.Forward, cfg.Host, cfg.Domain)}
-	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest})
+	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest, Ack: n.onAck})
 	return n, nil
 }
 

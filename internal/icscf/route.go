@@ -82,3 +82,13 @@ func (n *Node) onRequest(r *sipx.Request) {
 		failover:    n.cfg.SCSCFFailover,
 	})
 }
+
+// onAck relays an ACK for a 2xx only from the trust domain: the I-CSCF is in no dialog's route set, so an ACK
+// from anyone else that names it in a Route is an attempt to use it as a relay, and is dropped.
+func (n *Node) onAck(r *sipx.Request) {
+	if !r.Role.InTrustDomain() {
+		n.log.Info("ack dropped: not from the trust domain", "call_id", sipx.CallID(r.Req), "peer", r.Source())
+		return
+	}
+	n.px.Ack(r)
+}
