@@ -268,6 +268,27 @@ var _ = Describe("I-CSCF attack 4: identity and takeover markers from outside th
 	)
 })
 
+var _ = Describe("I-CSCF takeover of a terminating request from outside the home network", Label("integration"), func() {
+	It("marks the new S-CSCF restore=1 but asserts no identity for the stranger", SpecTimeout(10*time.Second), func(_ SpecContext) {
+		l := newLab()
+		l.hss.onLIR(located(scscf1))
+		silent(l.scscf1)
+		inv := sipxtest.Request(sip.INVITE, user2, "P-Asserted-Identity: <"+user1+">", "From: <"+user1+">;tag=x")
+		Expect(l.stranger.MustSend(inv, l.addr).StatusCode).To(Equal(200))
+		Expect(l.hss.lirUAT2()).To(Equal([]bool{false, true}))
+		for _, q := range l.hss.LIRs() {
+			Expect(q.PublicIdentity).To(Equal(user2))
+			Expect(q.Originating).To(BeFalse())
+		}
+		got := l.scscf2.Last(sip.INVITE)
+		Expect(got).NotTo(BeNil())
+		top := topRoute(got)
+		Expect(sipx.ParamValue(top, sipx.ParamRestore)).To(Equal("1"))
+		Expect(sipx.HasParam(top, sipx.ParamOrig)).To(BeFalse(), "never originating service for a stranger")
+		Expect(sipx.FirstHeader(got, sipx.HdrPAssertedIdentity)).To(BeEmpty())
+	})
+})
+
 var _ = Describe("I-CSCF attack 5: in-dialog relay", Label("integration"), func() {
 	var l *lab
 	BeforeEach(func() { l = newLab() })
