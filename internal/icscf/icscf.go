@@ -92,7 +92,7 @@ func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool
 	n := &Node{cfg: cfg, hss: hss, log: log, rec: rec,
 		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log, Trust: sipx.NewTrust(cfg.Peers)},
 			cfg.Forward, cfg.Host, cfg.Domain)}
-	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest})
+	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest, Ack: n.onAck})
 	return n, nil
 }
 
@@ -184,23 +184,4 @@ func (n *Node) toSCSCF(ctx context.Context, stx sip.ServerTransaction, out *sip.
 		return n.px.Fwd.Forward(ctx, stx, o, sipx.SRVHop(host))
 	}
 	return n.px.Fwd.Forward(ctx, stx, o, sipx.PinnedHop(host))
-}
-
-// answerCx maps a Cx error to a SIP response.
-func (n *Node) answerCx(stx sip.ServerTransaction, req *sip.Request, cmd string, err error) {
-	if res, ok := cx.ResultOf(err); ok {
-		switch res {
-		case cx.ErrorUserUnknown:
-			n.px.Respond(stx, req, 404, "Not Found")
-		case cx.ErrorIdentitiesDontMatch, cx.ErrorRoamingNotAllowed:
-			n.px.Respond(stx, req, 403, "Forbidden")
-		case cx.ErrorIdentityNotRegistered:
-			n.px.Respond(stx, req, 480, "Temporarily Unavailable")
-		default:
-			n.px.Respond(stx, req, 500, "HSS Error")
-		}
-		return
-	}
-	n.log.Warn("cx request failed", "cmd", cmd, "call_id", sipx.CallID(req), "err", err)
-	n.px.Respond(stx, req, 504, "HSS Unreachable")
 }

@@ -2,7 +2,6 @@ package icscf
 
 import (
 	"context"
-	"time"
 
 	"github.com/imslab/quasipool/internal/cx"
 	"github.com/imslab/quasipool/internal/sipx"
@@ -11,11 +10,22 @@ import (
 // onRequest: LIR and the serving S-CSCF for terminating requests (SPEC §3.2, §4.6), and the takeover of
 // originating requests a backup P-CSCF marked with orig;restore=1 (SPEC §4.1, §4.5).
 //
-// The prelude (sipx.Proxy) has already refused orig and restore=1 from outside the trust domain and removed
-// P-Asserted-Identity from such senders; restore=1 is honoured from a P-CSCF only.
+// Trust (docs/sip-core.md): the prelude (sipx.Proxy) has already refused orig and restore=1 on our Route entry
+// from outside the trust domain and removed P-Asserted-Identity from such senders. On top of it:
+//   - restore=1 is honoured from a P-CSCF only (an S-CSCF or an I-CSCF never asks for it);
+//   - the served identity of an originating request is its P-Asserted-Identity, never From or the Request-URI:
+//     an orig request without one is refused before the HSS is asked;
+//   - a terminating request from outside the trust domain is served (the I-CSCF is the home network's entry
+//     point) with its identity headers removed;
+//   - the I-CSCF never Record-Routes, so no dialog runs through it: an in-dialog request from outside the trust
+//     domain is refused, whatever Route it carries (no open relay).
 func (n *Node) onRequest(r *sipx.Request) {
-	ctx, req, stx, out := r.Ctx, r.Req, r.Tx, r.Out
+	req := r.Req
 	if r.InDialog() {
+		if !r.Role.InTrustDomain() {
+			n.px.Refuse(r, "in_dialog_from_untrusted")
+			return
+		}
 		n.px.InDialog(r)
 		return
 	}
@@ -25,8 +35,13 @@ func (n *Node) onRequest(r *sipx.Request) {
 		return
 	}
 	if restore && !*n.cfg.AcceptRestore {
-		n.px.Respond(stx, req, 403, "Forbidden (no restoration)")
+		r.Reply(n.px, 403, "Forbidden (no restoration)")
 		return
+	}
+	if !r.Role.InTrustDomain() {
+		// The prelude removed P-Asserted-Identity; P-Preferred-Identity from the BAC is for a P-CSCF to check,
+		// never for an S-CSCF reached through the I-CSCF.
+		sipx.RemoveHeaders(r.Out, sipx.HdrPPreferredIdentity)
 	}
 	impu := sipx.AOR(req.Recipient)
 	if orig {
@@ -35,22 +50,6 @@ func (n *Node) onRequest(r *sipx.Request) {
 			return
 		}
 	}
-	lir := func(uat2 bool) (*cx.LIA, error) {
-		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		q := &cx.LIR{PublicIdentity: impu, Originating: orig}
-		if uat2 {
-			t := cx.UATRegistrationAndCapabilities
-			q.AuthorizationType = &t
-		}
-		return n.hss.LocationInfo(cctx, q)
-	}
-	// A request marked for restoration asks for the name and the capabilities at once.
-	lia, err := lir(restore)
-	if err != nil {
-		n.answerCx(stx, req, "LIR", err)
-		return
-	}
 	var flags []string
 	if orig {
 		flags = append(flags, sipx.ParamOrig)
@@ -58,60 +57,38 @@ func (n *Node) onRequest(r *sipx.Request) {
 	if restore {
 		flags = append(flags, sipx.ParamRestore+"=1")
 	}
-	tried := map[string]bool{}
-	var order []string
-	stored := ""
-	if lia.ServerName != "" {
-		stored = hostOf(lia.ServerName)
-		order = append(order, stored)
-	}
-	askedCaps := restore
-	if lia.ServerName == "" || (restore && *n.cfg.Restore) {
-		order = append(order, n.candidates(ctx, lia.ServerCapabilities, tried, impu, stored)...)
-	}
-	var last sipx.Outcome
-	for {
-		if len(order) == 0 {
-			if askedCaps || !*n.cfg.Restore {
-				break
+	n.selectAndForward(r, selection{
+		cmd:  "LIR",
+		impu: impu,
+		query: func(ctx context.Context, uat2 bool) (string, *cx.ServerCapabilities, error) {
+			q := &cx.LIR{PublicIdentity: impu, Originating: orig}
+			if uat2 {
+				t := cx.UATRegistrationAndCapabilities
+				q.AuthorizationType = &t
 			}
-			askedCaps = true
-			caps, err := lir(true)
+			lia, err := n.hss.LocationInfo(ctx, q)
 			if err != nil {
-				n.answerCx(stx, req, "LIR", err)
-				return
+				return "", nil, err
 			}
-			n.rec.Emit("reselect", map[string]any{"impu": impu, "cmd": "LIR", "uat": 2, "tried": keys(tried), "call_id": sipx.CallID(req)})
-			order = n.candidates(ctx, caps.ServerCapabilities, tried, impu, firstTried(stored, tried))
-			if !hasParam(flags, sipx.ParamRestore+"=1") {
-				flags = append(flags, sipx.ParamRestore+"=1") // tell the new S-CSCF it is taking over
-			}
-			continue
-		}
-		host := order[0]
-		order = order[1:]
-		if tried[host] {
-			continue
-		}
-		tried[host] = true
-		last = n.toSCSCF(ctx, stx, out, host, append([]string{}, flags...), n.cfg.SCSCFFailover)
-		if !last.Retryable() {
-			n.px.Finish(stx, req, last)
-			return
-		}
-	}
-	if last.Final != nil && (!sipx.Retryable(last.Final.StatusCode) || sipx.IsRestoration(last.Final)) {
-		n.px.Finish(stx, req, last)
-		return
-	}
-	n.px.Respond(stx, req, 504, "Server Time-out (no S-CSCF reachable)")
+			return lia.ServerName, lia.ServerCapabilities, nil
+		},
+		// A request marked for restoration asks for the name and the capabilities at once.
+		restore:     restore,
+		walkNow:     restore && *n.cfg.Restore,
+		reselect:    *n.cfg.Restore,
+		route:       true,
+		flags:       flags,
+		markRestore: true, // tell the new S-CSCF it is taking over
+		failover:    n.cfg.SCSCFFailover,
+	})
 }
 
-func hasParam(list []string, p string) bool {
-	for _, x := range list {
-		if x == p {
-			return true
-		}
+// onAck relays an ACK for a 2xx only from the trust domain: the I-CSCF is in no dialog's route set, so an ACK
+// from anyone else that names it in a Route is an attempt to use it as a relay, and is dropped.
+func (n *Node) onAck(r *sipx.Request) {
+	if !r.Role.InTrustDomain() {
+		n.log.Info("ack dropped: not from the trust domain", "call_id", sipx.CallID(r.Req), "peer", r.Source())
+		return
 	}
-	return false
+	n.px.Ack(r)
 }
