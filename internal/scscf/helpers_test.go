@@ -120,7 +120,7 @@ type lab struct {
 	addr                             string
 	hss                              *fakeHSS
 	ev                               *sipxtest.Events
-	icscf, pcscf, scscf2, bac, stray *sipxtest.Peer
+	icscf, pcscf, scscf2, bac, stray *peer
 }
 
 func startLab(restore bool) *lab {
@@ -128,11 +128,11 @@ func startLab(restore bool) *lab {
 	for i := 1; i <= 9; i++ {
 		l.hss.users[fmt.Sprintf("user%04d@ims.test", i)] = fmt.Sprintf("pass%04d", i)
 	}
-	l.icscf = sipxtest.StartPeer("icscf.ims.test")
-	l.pcscf = sipxtest.StartPeer("pcscf1.ims.test")
-	l.scscf2 = sipxtest.StartPeer("scscf2.ims.test")
-	l.bac = sipxtest.StartPeer("bac.ims.test")
-	l.stray = sipxtest.StartPeer("attacker.example")
+	l.icscf = startPeer("icscf.ims.test")
+	l.pcscf = startPeer("pcscf1.ims.test")
+	l.scscf2 = startPeer("scscf2.ims.test")
+	l.bac = startPeer("bac.ims.test")
+	l.stray = startPeer("attacker.example")
 	ep, err := sipx.NewEndpoint("scscf1.ims.test", "127.0.0.1:0", sipxtest.Log())
 	Expect(err).NotTo(HaveOccurred())
 	l.addr = ep.Addr
