@@ -183,8 +183,8 @@ var _ = Describe("nonce taken in one step (attack 9)", Label("unit"), func() {
 		nctx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)
 		d := startDirectNode(nctx, GinkgoT())
-		const copies = 64
-		for round := range 10 {
+		const copies = 400
+		for round := range 40 {
 			reg := func(cseq int, authz string) *sip.Request {
 				raw := fmt.Sprintf("REGISTER sip:ims.test SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bK%d%d\r\n"+
 					"From: <sip:user0001@ims.test>;tag=1\r\nTo: <sip:user0001@ims.test>\r\nCall-ID: c%d\r\nCSeq: %d REGISTER\r\n"+
