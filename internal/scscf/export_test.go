@@ -1,4 +1,7 @@
 package scscf
 
-// SameURI exposes the digest uri comparison to the specs.
-var SameURI = sameURI
+// SameURI and AccessURI expose the digest uri comparisons to the specs.
+var (
+	SameURI   = sameURI
+	AccessURI = accessURI
+)
