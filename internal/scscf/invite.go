@@ -14,7 +14,8 @@ import (
 // requests by originating (Route carries orig) or terminating procedures.
 //
 // Initial requests come from the trust domain only (a P-CSCF by Service-Route, the I-CSCF): the S-CSCF serves
-// and restores users on behalf of the node that asserted their identity, never on a stranger's word.
+// and restores users on behalf of the node that asserted their identity, never on a stranger's word. In-dialog
+// requests are relayed only along our own Record-Route (our Route entry popped) or from the trust domain.
 func (n *Node) onRequest(r *sipx.Request) {
 	if r.InDialog() {
 		n.px.InDialog(r)
@@ -27,13 +28,21 @@ func (n *Node) onRequest(r *sipx.Request) {
 	if r.Orig() {
 		n.originating(r.Ctx, r, r.Req, r.Out, r.Restore())
 	} else {
-		n.terminating(r.Ctx, r.Tx, r.Req, r.Out, r.Restore())
+		n.terminating(r.Ctx, r, r.Req, r.Out, r.Restore())
 	}
 }
 
 func (n *Node) recordRoute(out *sip.Request) {
 	out.PrependHeader(&sip.RecordRouteHeader{Address: sipx.RouteURI("", n.cfg.Host)})
 }
+
+// mayRestoreMO reports a sender whose asserted identity may make the S-CSCF take a user over for an originating
+// request: a P-CSCF (Service-Route failed over to us) or the I-CSCF (restore=1 after LIR with UAT 2).
+func mayRestoreMO(role sipx.Role) bool { return role == sipx.RolePCSCF || role == sipx.RoleICSCF }
+
+// mayRestoreMT reports a sender on whose word the S-CSCF takes a user over for a terminating request: only the
+// I-CSCF, which found this S-CSCF through the HSS (LIR).
+func mayRestoreMT(role sipx.Role) bool { return role == sipx.RoleICSCF }
 
 // originating serves a request from a registered user (TS 24.229 §5.4.3.2): identity from P-Asserted-Identity,
 // no application servers in the lab, then on to the callee's home network (its I-CSCF).
@@ -53,6 +62,10 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 			n.px.RespondRestoration(stx, req, sipx.ReasonNotRegisteredHere)
 			return
 		}
+		if !mayRestoreMO(r.Role) {
+			n.px.Refuse(r, "restore_not_from_pcscf_or_icscf")
+			return
+		}
 		if b = n.restore(ctx, served, "mo", restore); b == nil {
 			n.px.Respond(stx, req, 403, "Forbidden (not registered)")
 			return
@@ -68,10 +81,15 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 
 // terminating delivers a request to a registered user: Request-URI = the registered Contact, Route = the Path.
 // The Path names a P-CSCF by host, so its per-host SRV record fails over to a surviving P-CSCF (SPEC §4.2).
-func (n *Node) terminating(ctx context.Context, stx sip.ServerTransaction, req, out *sip.Request, restore bool) {
+func (n *Node) terminating(ctx context.Context, r *sipx.Request, req, out *sip.Request, restore bool) {
+	stx := r.Tx
 	callee := sipx.AOR(req.Recipient)
 	b := n.lookup(callee)
 	if b == nil {
+		if *n.cfg.Restore && !mayRestoreMT(r.Role) {
+			n.px.Refuse(r, "restore_not_from_icscf")
+			return
+		}
 		if b = n.restore(ctx, callee, "mt", restore); b == nil {
 			n.px.Respond(stx, req, 480, "Temporarily Unavailable")
 			return

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/md5"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -55,23 +57,31 @@ func (n *Node) onRegister(r *sipx.Request) {
 		n.challenge(ctx, stx, req, impi, impu, false)
 		return
 	}
-	n.mu.Lock()
-	ch := n.nonces[cred.Nonce]
-	n.mu.Unlock()
-	if ch == nil || ch.impi != impi {
-		n.challenge(ctx, stx, req, impi, impu, true) // unknown or expired nonce: stale, challenge again
+	ch := n.take(cred.Nonce)
+	if ch == nil {
+		// Unknown, expired or already answered nonce (a replayed Authorization, or the second of two copies of
+		// one REGISTER): a fresh challenge with stale=true, never a registration.
+		n.challenge(ctx, stx, req, impi, impu, true)
 		return
 	}
-	if !verify(ch, cred, string(req.Method)) {
+	if ch.impi != impi || ch.impu != impu {
+		// The nonce was issued to another identity: it is spent; challenge the identity presented now.
+		n.log.Info("digest: nonce of another identity", "impi", impi, "impu", impu, "challenged", ch.impi,
+			"call_id", sipx.CallID(req))
+		n.challenge(ctx, stx, req, impi, impu, false)
+		return
+	}
+	if reason := checkCredentials(ch, cred, req, n.cfg.Peers.BAC); reason != "" {
+		n.log.Info("digest: refused", "impi", impi, "impu", impu, "reason", reason, "uri", cred.URI,
+			"request_uri", req.Recipient.String(), "realm", cred.Realm, "qop", cred.QOP, "call_id", sipx.CallID(req))
 		n.mu.Lock()
-		delete(n.nonces, cred.Nonce)
 		n.failures[impi]++
 		fails := n.failures[impi]
+		if fails >= 2 {
+			delete(n.failures, impi)
+		}
 		n.mu.Unlock()
 		if fails >= 2 {
-			n.mu.Lock()
-			delete(n.failures, impi)
-			n.mu.Unlock()
 			_, _ = n.hss.ServerAssignment(ctx, &cx.SAR{UserName: impi, PublicIdentities: []string{impu},
 				ServerName: n.cfg.ServerName(), AssignmentType: cx.SATAuthenticationFailure, UserDataAlreadyAvailable: true})
 			n.rec.Emit("registration", map[string]any{"impu": impu, "impi": impi, "event": "auth_failed"})
@@ -82,10 +92,25 @@ func (n *Node) onRegister(r *sipx.Request) {
 		return
 	}
 	n.mu.Lock()
-	delete(n.nonces, cred.Nonce)
 	delete(n.failures, impi)
 	n.mu.Unlock()
 	n.register(ctx, stx, req, impi, impu)
+}
+
+// take looks a nonce up and deletes it in one locked step: a nonce authorises at most one REGISTER, so two
+// copies of one authorised REGISTER cannot both pass. An expired nonce is deleted and not returned.
+func (n *Node) take(nonce string) *challenge {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ch := n.nonces[nonce]
+	if ch == nil {
+		return nil
+	}
+	delete(n.nonces, nonce)
+	if n.now().Sub(ch.created) > n.cfg.NonceTTL {
+		return nil
+	}
+	return ch
 }
 
 // challenge sends MAR and answers 401 with a fresh nonce.
@@ -103,9 +128,9 @@ func (n *Node) challenge(ctx context.Context, stx sip.ServerTransaction, req *si
 	d := maa.AuthItems[0].Digest
 	nonce := newNonce()
 	n.mu.Lock()
-	n.nonces[nonce] = &challenge{impi: impi, impu: impu, realm: d.Realm, ha1: d.HA1, created: n.now()}
+	n.nonces[nonce] = &challenge{impi: impi, impu: impu, realm: d.Realm, ha1: d.HA1, qop: qopAuth, created: n.now()}
 	n.mu.Unlock()
-	chal := digest.Challenge{Realm: d.Realm, Nonce: nonce, Algorithm: "MD5", QOP: []string{"auth"}, Stale: stale}
+	chal := digest.Challenge{Realm: d.Realm, Nonce: nonce, Algorithm: "MD5", QOP: []string{qopAuth}, Stale: stale}
 	n.px.Respond(stx, req, 401, "Unauthorized", sip.NewHeader("WWW-Authenticate", chal.String()))
 }
 
@@ -124,6 +149,91 @@ func (n *Node) cxFailure(stx sip.ServerTransaction, req *sip.Request, cmd, impi 
 	n.px.Respond(stx, req, 500, "HSS Failure")
 }
 
+// qopAuth is the quality of protection every challenge offers.
+const qopAuth = "auth"
+
+// checkCredentials checks a digest response to a challenge (RFC 2617 §3.2.2, RFC 3261 §22.4) and returns why
+// it is refused, "" when it is good: the qop offered (auth) must be the qop used, with its cnonce and nonce
+// count (no downgrade to the RFC 2069 form); the realm must be the challenge's; the digest uri must be the
+// REGISTER's Request-URI (compared as SIP URIs) or, SIPp's default, the address of the access node (outbound
+// proxy) the phone sent it to (one of access, ip:port); the algorithm MD5; the response must match the HA1 from
+// the HSS.
+func checkCredentials(ch *challenge, c *digest.Credentials, req *sip.Request, access []string) string {
+	switch {
+	case ch.qop != "" && !strings.EqualFold(c.QOP, ch.qop):
+		return "qop"
+	case ch.qop != "" && (c.Cnonce == "" || c.Nc <= 0):
+		return "cnonce"
+	case c.Algorithm != "" && !strings.EqualFold(c.Algorithm, "MD5"):
+		return "algorithm"
+	case c.Realm != ch.realm:
+		return "realm"
+	case !sameURI(c.URI, req.Recipient) && !accessURI(c.URI, access):
+		return "uri"
+	case !verify(ch, c, string(req.Method)):
+		return "response"
+	}
+	return ""
+}
+
+// sameURI compares a digest uri with a Request-URI as SIP URIs (RFC 3261 §19.1.4, tolerant): same scheme, user
+// and password, host (case-insensitive, ignoring a trailing dot) and port (absent = the scheme's default);
+// URI parameters and headers are not compared. The value may come with angle brackets.
+func sameURI(s string, ruri sip.Uri) bool {
+	s = strings.TrimSpace(s)
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
+	if s == "" {
+		return false
+	}
+	var u sip.Uri
+	if err := sip.ParseUri(s, &u); err != nil {
+		return false
+	}
+	scheme := func(x sip.Uri) string {
+		if x.Scheme == "" {
+			return "sip"
+		}
+		return strings.ToLower(x.Scheme)
+	}
+	port := func(x sip.Uri) int {
+		if x.Port != 0 {
+			return x.Port
+		}
+		if scheme(x) == "sips" {
+			return 5061
+		}
+		return 5060
+	}
+	host := func(x sip.Uri) string { return strings.ToLower(strings.TrimSuffix(x.Host, ".")) }
+	return scheme(u) == scheme(ruri) && u.User == ruri.User && u.Password == ruri.Password &&
+		host(u) != "" && host(u) == host(ruri) && port(u) == port(ruri)
+}
+
+// accessURI reports a digest uri of the form SIPp sends by default (without -auth_uri): sip:ip:port of the node
+// it sent the REGISTER to, here one of the access node's addresses. No user part, no other host.
+func accessURI(s string, access []string) bool {
+	s = strings.TrimSpace(s)
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
+	var u sip.Uri
+	if s == "" || sip.ParseUri(s, &u) != nil || u.User != "" || u.Port == 0 || !strings.EqualFold(u.Scheme, "sip") {
+		return false
+	}
+	ip := net.ParseIP(strings.Trim(u.Host, "[]"))
+	if ip == nil {
+		return false
+	}
+	for _, a := range access {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			continue
+		}
+		if aip := net.ParseIP(host); aip != nil && aip.Equal(ip) && port == strconv.Itoa(u.Port) {
+			return true
+		}
+	}
+	return false
+}
+
 // verify checks an RFC 2617 digest response (qop=auth) against the HA1 from the HSS.
 func verify(ch *challenge, c *digest.Credentials, method string) bool {
 	ha2 := md5hex(method + ":" + c.URI)
@@ -133,7 +243,7 @@ func verify(ch *challenge, c *digest.Credentials, method string) bool {
 	} else {
 		want = md5hex(ch.ha1 + ":" + c.Nonce + ":" + ha2)
 	}
-	return strings.EqualFold(want, c.Response)
+	return subtle.ConstantTimeCompare([]byte(strings.ToLower(want)), []byte(strings.ToLower(c.Response))) == 1
 }
 
 func md5hex(s string) string {

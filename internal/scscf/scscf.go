@@ -103,6 +103,7 @@ type binding struct {
 
 type challenge struct {
 	impi, impu, realm, ha1 string
+	qop                    string // the qop offered ("auth"); the response must use it
 	created                time.Time
 }
 
