@@ -1,7 +1,4 @@
 package scscf
 
-// SameURI and AccessURI expose the digest uri comparisons to the specs.
-var (
-	SameURI   = sameURI
-	AccessURI = accessURI
-)
+// SameURI exposes the digest uri comparison to the specs.
+var SameURI = sameURI

@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -71,7 +70,7 @@ func (n *Node) onRegister(r *sipx.Request) {
 		n.challenge(ctx, stx, req, impi, impu, false)
 		return
 	}
-	if reason := checkCredentials(ch, cred, req, n.cfg.Peers.BAC); reason != "" {
+	if reason := checkCredentials(ch, cred, req); reason != "" {
 		n.log.Info("digest: refused", "impi", impi, "impu", impu, "reason", reason, "uri", cred.URI,
 			"request_uri", req.Recipient.String(), "realm", cred.Realm, "qop", cred.QOP, "call_id", sipx.CallID(req))
 		n.mu.Lock()
@@ -155,10 +154,9 @@ const qopAuth = "auth"
 // checkCredentials checks a digest response to a challenge (RFC 2617 §3.2.2, RFC 3261 §22.4) and returns why
 // it is refused, "" when it is good: the qop offered (auth) must be the qop used, with its cnonce and nonce
 // count (no downgrade to the RFC 2069 form); the realm must be the challenge's; the digest uri must be the
-// REGISTER's Request-URI (compared as SIP URIs) or, SIPp's default, the address of the access node (outbound
-// proxy) the phone sent it to (one of access, ip:port); the algorithm MD5; the response must match the HA1 from
-// the HSS.
-func checkCredentials(ch *challenge, c *digest.Credentials, req *sip.Request, access []string) string {
+// REGISTER's Request-URI (compared as SIP URIs; SIPp needs -auth_uri for that, its default is the address it
+// sent to); the algorithm MD5; the response must match the HA1 from the HSS.
+func checkCredentials(ch *challenge, c *digest.Credentials, req *sip.Request) string {
 	switch {
 	case ch.qop != "" && !strings.EqualFold(c.QOP, ch.qop):
 		return "qop"
@@ -168,7 +166,7 @@ func checkCredentials(ch *challenge, c *digest.Credentials, req *sip.Request, ac
 		return "algorithm"
 	case c.Realm != ch.realm:
 		return "realm"
-	case !sameURI(c.URI, req.Recipient) && !accessURI(c.URI, access):
+	case !sameURI(c.URI, req.Recipient):
 		return "uri"
 	case !verify(ch, c, string(req.Method)):
 		return "response"
@@ -207,31 +205,6 @@ func sameURI(s string, ruri sip.Uri) bool {
 	host := func(x sip.Uri) string { return strings.ToLower(strings.TrimSuffix(x.Host, ".")) }
 	return scheme(u) == scheme(ruri) && u.User == ruri.User && u.Password == ruri.Password &&
 		host(u) != "" && host(u) == host(ruri) && port(u) == port(ruri)
-}
-
-// accessURI reports a digest uri of the form SIPp sends by default (without -auth_uri): sip:ip:port of the node
-// it sent the REGISTER to, here one of the access node's addresses. No user part, no other host.
-func accessURI(s string, access []string) bool {
-	s = strings.TrimSpace(s)
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
-	var u sip.Uri
-	if s == "" || sip.ParseUri(s, &u) != nil || u.User != "" || u.Port == 0 || !strings.EqualFold(u.Scheme, "sip") {
-		return false
-	}
-	ip := net.ParseIP(strings.Trim(u.Host, "[]"))
-	if ip == nil {
-		return false
-	}
-	for _, a := range access {
-		host, port, err := net.SplitHostPort(a)
-		if err != nil {
-			continue
-		}
-		if aip := net.ParseIP(host); aip != nil && aip.Equal(ip) && port == strconv.Itoa(u.Port) {
-			return true
-		}
-	}
-	return false
 }
 
 // verify checks an RFC 2617 digest response (qop=auth) against the HA1 from the HSS.

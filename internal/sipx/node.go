@@ -3,10 +3,10 @@ package sipx
 import (
 	"context"
 	"errors"
-	"strings"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 

@@ -45,7 +45,8 @@ func sipp(bin, bac, xml, fields, user, port string) *gexec.Session {
 	if fields != "" {
 		csv := filepath.Join(dir, "fields.csv")
 		Expect(os.WriteFile(csv, []byte("SEQUENTIAL\n"+fields+"\n"), 0o644)).To(Succeed())
-		args = append(args, "-inf", csv, "-au", user+"@ims.test", "-ap", "pass"+user[len(user)-4:])
+		args = append(args, "-inf", csv, "-au", user+"@ims.test", "-ap", "pass"+user[len(user)-4:],
+			"-auth_uri", "ims.test") // the digest uri is the Request-URI (SIPp's default: the address it sends to)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
