@@ -233,7 +233,7 @@ func (c *guardConn) admit(frame []byte) (bool, error) {
 
 func (c *guardConn) refuseCER(m *diam.Message, r *Refusal) error {
 	c.s.refuse(*r)
-	if b, err := c.s.refusalCEA(m.Header, r); err == nil {
+	if b, err := c.s.refusalCEA(m.Header, r, c.LocalAddr()); err == nil {
 		_, _ = c.Write(b)
 	}
 	return errRefused

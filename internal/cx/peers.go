@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/fiorix/go-diameter/v4/diam"
+	"github.com/fiorix/go-diameter/v4/diam/avp"
 	"github.com/fiorix/go-diameter/v4/diam/datatype"
 )
 
@@ -157,12 +158,20 @@ func (s *Server) refuse(r Refusal) {
 	}
 }
 
-// refusalCEA is the CEA of a refused CER: Result-Code DIAMETER_UNKNOWN_PEER with the E bit.
-func (s *Server) refusalCEA(hdr *diam.Header, r *Refusal) ([]byte, error) {
+// refusalCEA is the CEA of a refused CER (RFC 6733 §5.3.2): Result-Code DIAMETER_UNKNOWN_PEER with the E bit,
+// and the AVPs every CEA carries (Origin-Host, Origin-Realm, Host-IP-Address, Vendor-Id, Product-Name).
+func (s *Server) refusalCEA(hdr *diam.Header, r *Refusal, local net.Addr) ([]byte, error) {
 	ans := diam.NewMessage(diam.CapabilitiesExchange, diam.ErrorFlag, 0, hdr.HopByHopID, hdr.EndToEndID, Dict())
 	ans.AddAVP(m0(avpResultCode, datatype.Unsigned32(r.Result.Code)))
 	ans.AddAVP(m0(avpOriginHost, datatype.DiameterIdentity(s.cfg.OriginHost)))
 	ans.AddAVP(m0(avpOriginRealm, datatype.DiameterIdentity(s.cfg.OriginRealm)))
+	ip := net.IPv4(127, 0, 0, 1)
+	if a, ok := local.(*net.TCPAddr); ok && a.IP != nil {
+		ip = a.IP
+	}
+	ans.AddAVP(m0(avp.HostIPAddress, datatype.Address(ip)))
+	ans.AddAVP(m0(avpVendorID, datatype.Unsigned32(Vendor3GPP)))
+	ans.AddAVP(diam.NewAVP(avp.ProductName, 0, 0, datatype.UTF8String(s.cfg.ProductName)))
 	ans.AddAVP(diam.NewAVP(avpErrorMessage, 0, 0, datatype.UTF8String(truncate(r.Detail, 200))))
 	return ans.Serialize()
 }

@@ -70,6 +70,12 @@ var _ = Describe("HSS Cx peers", Label("integration"), func() {
 		cea := p.roundTrip(cerFrom("evil.ims.test"))
 		Expect(resultCode(cea)).To(Equal(uint32(3010)))
 		Expect(cea.Header.CommandFlags & diam.ErrorFlag).NotTo(BeZero())
+		var codes []uint32
+		for _, a := range cea.AVP {
+			codes = append(codes, a.Code)
+		}
+		Expect(codes).To(ContainElements(uint32(avp.OriginHost), uint32(avp.OriginRealm), uint32(avp.HostIPAddress),
+			uint32(avp.VendorID), uint32(avp.ProductName)), "RFC 6733 §5.3.2: the AVPs every CEA carries")
 		Expect(p.closedByPeer()).To(Succeed())
 		Eventually(func() []map[string]any { return h.events("cx_refused") }).Should(ContainElement(And(
 			HaveKeyWithValue("peer", "evil.ims.test"), HaveKeyWithValue("reason", cx.RefusedUnknownPeer),
