@@ -88,11 +88,11 @@ func (q ourQdisc) apply(ctx context.Context, ex Exec, again bool) error {
 			return errNoNetem
 		}
 	}
-	cur, err := ex(ctx, "tc", "qdisc", "show", "dev", q.dev)
+	cur, err := Qdiscs(ctx, ex)
 	if err != nil {
 		return err
 	}
-	if root, ok := findRoot(string(cur), q.dev); ok && root.handle != "0:" {
+	if root, ok := findRoot(cur, q.dev); ok && root.handle != "0:" {
 		if root.handle != qdiscHandle {
 			return fmt.Errorf("%w: %s has root qdisc %q, not ours; refusing to replace it", ErrBusy, q.dev, root.text)
 		}
@@ -104,22 +104,22 @@ func (q ourQdisc) apply(ctx context.Context, ex Exec, again bool) error {
 	if _, err := ex(ctx, argv...); err != nil {
 		return err
 	}
-	cur, err = ex(ctx, "tc", "qdisc", "show", "dev", q.dev)
+	cur, err = Qdiscs(ctx, ex)
 	if err != nil {
 		return err
 	}
-	if root, ok := findRoot(string(cur), q.dev); !ok || root.handle != qdiscHandle || root.kind != q.args[0] {
-		return fmt.Errorf("root qdisc of %s is not ours after tc succeeded: %q", q.dev, strings.TrimSpace(string(cur)))
+	if root, ok := findRoot(cur, q.dev); !ok || root.handle != qdiscHandle || root.kind != q.args[0] {
+		return fmt.Errorf("root qdisc of %s is not ours after tc succeeded: %q", q.dev, strings.TrimSpace(cur))
 	}
 	return nil
 }
 
 func (q ourQdisc) remove(ctx context.Context, ex Exec) error {
-	cur, err := ex(ctx, "tc", "qdisc", "show", "dev", q.dev)
+	cur, err := Qdiscs(ctx, ex)
 	if err != nil {
 		return err
 	}
-	if root, ok := findRoot(string(cur), q.dev); ok && root.handle == qdiscHandle {
+	if root, ok := findRoot(cur, q.dev); ok && root.handle == qdiscHandle {
 		_, err = ex(ctx, "tc", "qdisc", "del", "dev", q.dev, "root", "handle", qdiscHandle)
 	}
 	return err
