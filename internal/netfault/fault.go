@@ -117,8 +117,10 @@ func (f *Fault) Apply(ctx context.Context) error {
 
 // Heal removes what Apply added and verifies that the namespace is as the
 // snapshot taken before the first Apply (other faults of this package left
-// out). Healing a fault that is not applied removes its object if a crashed
-// run left it and returns nil.
+// out). ErrNotRestored after our object is gone means someone else changed the
+// namespace meanwhile; it is returned once and the fault counts as healed.
+// Healing a fault that is not applied removes its object if a crashed run left
+// it and returns nil.
 func (f *Fault) Heal(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -135,11 +137,14 @@ func (f *Fault) Heal(ctx context.Context) error {
 	if f.obj.present(st) {
 		return fmt.Errorf("netfault: heal %s: %w: our object is still there", f.spec, ErrNotRestored)
 	}
-	if d := diff(foreign(f.snap, st)); d != "" {
-		return fmt.Errorf("netfault: heal %s: %w:\n%s", f.spec, ErrNotRestored, d)
-	}
+	// Our object is gone: the fault is healed. A difference now is a change
+	// someone else made while the fault was applied; it is reported once.
+	snap := f.snap
 	f.applied = false
 	f.snap = state{}
+	if d := diff(foreign(snap, st)); d != "" {
+		return fmt.Errorf("netfault: heal %s: %w (changed by someone else while the fault was applied):\n%s", f.spec, ErrNotRestored, d)
+	}
 	return nil
 }
 

@@ -192,7 +192,7 @@ func tableName(kind, desc string) string {
 // addrMatch returns one rule per address family present in ps.
 func addrMatch(field string, ps []netip.Prefix, verdict string) []string {
 	var v4, v6 []string
-	for _, p := range ps {
+	for _, p := range minimalPrefixes(ps) {
 		p = p.Masked()
 		s := p.String()
 		if p.IsSingleIP() {
@@ -232,4 +232,30 @@ func prefixList(ps []netip.Prefix) string {
 		s[i] = p.String()
 	}
 	return "[" + strings.Join(s, ",") + "]"
+}
+
+// minimalPrefixes drops prefixes contained in others (nft refuses an anonymous
+// set with overlapping intervals), keeping the given order otherwise.
+func minimalPrefixes(ps []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for i, p := range ps {
+		p = p.Masked()
+		covered := false
+		for j, q := range ps {
+			q = q.Masked()
+			if i == j || q.Addr().Is4() != p.Addr().Is4() {
+				continue
+			}
+			// q covers p if q is shorter and contains p's address, or they are
+			// equal and q comes first.
+			if (q.Bits() < p.Bits() && q.Contains(p.Addr())) || (q == p && j < i) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, p)
+		}
+	}
+	return out
 }

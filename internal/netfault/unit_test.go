@@ -55,7 +55,7 @@ var _ = Describe("fault parameters", Label("unit"), func() {
 			}
 			return nil, nil
 		}}
-		f, err := netfault.New(r.exec, netfault.Partition{Peers: []netip.Prefix{pfx("10.200.0.2/32"), pfx("fd00::/64")}, Direction: netfault.In})
+		f, err := netfault.New(r.exec, netfault.Partition{Peers: []netip.Prefix{pfx("10.200.0.2/32"), pfx("fd00::/64"), pfx("fd00::1/128"), pfx("10.200.0.2/32")}, Direction: netfault.In})
 		Expect(err).NotTo(HaveOccurred())
 		_ = f.Apply(ctx) // the fake ruleset does not list the real name, so Apply reports it
 		var script string
@@ -65,6 +65,7 @@ var _ = Describe("fault parameters", Label("unit"), func() {
 			}
 		}
 		Expect(script).To(ContainSubstring("ip saddr { 10.200.0.2 } drop"))
+		// Duplicates and prefixes inside others are left out (nft refuses overlaps).
 		Expect(script).To(ContainSubstring("ip6 saddr { fd00::/64 } drop"))
 		Expect(script).NotTo(ContainSubstring("hook output"))
 		Expect(script).NotTo(ContainSubstring("reject"))
