@@ -1,0 +1,181 @@
+package netfault
+
+import (
+	"bufio"
+	"context"
+	"strings"
+)
+
+const (
+	// tablePrefix starts the name of every nftables table this package adds.
+	tablePrefix = "imslab_fault"
+	// qdiscHandle is the handle of every root qdisc this package adds.
+	qdiscHandle = "fa17:"
+)
+
+// state is what a namespace holds that faults can change.
+type state struct {
+	ruleset string // nft -s list ruleset
+	qdiscs  string // tc qdisc show
+}
+
+// Ruleset returns `nft -s list ruleset` (no counters) in the namespace.
+func Ruleset(ctx context.Context, ex Exec) (string, error) {
+	out, err := ex(ctx, "nft", "-s", "list", "ruleset")
+	return string(out), err
+}
+
+// Qdiscs returns `tc qdisc show` in the namespace.
+func Qdiscs(ctx context.Context, ex Exec) (string, error) {
+	out, err := ex(ctx, "tc", "qdisc", "show")
+	return string(out), err
+}
+
+func snapshot(ctx context.Context, ex Exec) (state, error) {
+	r, err := Ruleset(ctx, ex)
+	if err != nil {
+		return state{}, err
+	}
+	q, err := Qdiscs(ctx, ex)
+	if err != nil {
+		return state{}, err
+	}
+	return state{ruleset: r, qdiscs: q}, nil
+}
+
+// foreign returns a and b without anything this package added, ready to be
+// compared. A device whose root qdisc is ours in either state is left out of
+// both: while our qdisc is its root, the kernel's default qdisc is not listed.
+func foreign(a, b state) (string, string) {
+	skip := map[string]bool{}
+	for _, s := range []state{a, b} {
+		for _, q := range parseQdiscs(s.qdiscs) {
+			if q.root && q.handle == qdiscHandle {
+				skip[q.dev] = true
+			}
+		}
+	}
+	f := func(s state) string {
+		return "# nft\n" + stripOurTables(s.ruleset) + "# tc\n" + stripQdiscs(s.qdiscs, skip)
+	}
+	return f(a), f(b)
+}
+
+// tables parses the top-level `table FAMILY NAME {` blocks of a ruleset into
+// "FAMILY NAME" → block text.
+func tables(ruleset string) (order []string, blocks map[string]string) {
+	blocks = map[string]string{}
+	var cur string
+	var sb strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(ruleset))
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if cur == "" && strings.HasPrefix(line, "table ") {
+			f := strings.Fields(line)
+			if len(f) >= 3 {
+				cur = f[1] + " " + f[2]
+				sb.Reset()
+			}
+		}
+		if cur != "" {
+			sb.WriteString(line)
+			sb.WriteByte('\n')
+			if line == "}" {
+				order = append(order, cur)
+				blocks[cur] = sb.String()
+				cur = ""
+			}
+		}
+	}
+	return order, blocks
+}
+
+func isOurTable(key string) bool {
+	f := strings.Fields(key)
+	return len(f) == 2 && strings.HasPrefix(f[1], tablePrefix)
+}
+
+func stripOurTables(ruleset string) string {
+	order, blocks := tables(ruleset)
+	var sb strings.Builder
+	for _, k := range order {
+		if !isOurTable(k) {
+			sb.WriteString(blocks[k])
+		}
+	}
+	return sb.String()
+}
+
+// ourTables returns the "FAMILY NAME" of every table of this package.
+func ourTables(ruleset string) []string {
+	order, _ := tables(ruleset)
+	var out []string
+	for _, k := range order {
+		if isOurTable(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// qdiscLine is one parsed line of `tc qdisc show`.
+type qdiscLine struct {
+	kind, handle, dev string
+	root              bool
+	parent            string
+	text              string
+}
+
+func parseQdiscs(s string) []qdiscLine {
+	var out []qdiscLine
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "qdisc" {
+			continue
+		}
+		q := qdiscLine{kind: f[1], handle: f[2], text: strings.TrimSpace(line)}
+		for i := 3; i < len(f); i++ {
+			switch f[i] {
+			case "dev":
+				if i+1 < len(f) {
+					q.dev = f[i+1]
+				}
+			case "root":
+				q.root = true
+			case "parent":
+				if i+1 < len(f) {
+					q.parent = f[i+1]
+				}
+			}
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+func (q qdiscLine) ours() bool {
+	return q.handle == qdiscHandle || strings.HasPrefix(q.parent, qdiscHandle)
+}
+
+func stripQdiscs(s string, skipDev map[string]bool) string {
+	var sb strings.Builder
+	for _, q := range parseQdiscs(s) {
+		if q.ours() || skipDev[q.dev] {
+			continue
+		}
+		sb.WriteString(q.text)
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+// findRoot returns the root qdisc of dev in s, if listed.
+func findRoot(s, dev string) (qdiscLine, bool) {
+	for _, q := range parseQdiscs(s) {
+		if q.dev == dev && q.root {
+			return q, true
+		}
+	}
+	return qdiscLine{}, false
+}
