@@ -411,8 +411,8 @@ func Clean(ctx context.Context, dir string) (Removed, error) {
 		live[r.ID] = alive(r.PID, r.Start)
 	}
 	var errs []error
-// The veths first (deleting one end deletes the pair at once; a deleted namespace's go only when the kernel
-	// gets to it), then the namespaces, bridges included in the links.
+	// Links (veths and bridges) before namespaces: deleting one end of a veth deletes the pair at once, while a
+	// deleted namespace's interfaces go only when the kernel gets to it.
 	for _, l := range links {
 		m := linkName.FindStringSubmatch(l)
 		if m == nil || live[m[1]+m[2]] {
