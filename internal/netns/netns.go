@@ -46,13 +46,16 @@ var ErrUnsupported = errors.New("network namespaces unavailable")
 
 // Check tells whether this process can build a lab network: Linux, root (CAP_NET_ADMIN and CAP_SYS_ADMIN for
 // ip netns), network namespace support in the kernel and iproute2's ip in PATH. The error says what is missing.
-func Check() error {
+func Check() error { return CheckUID(os.Geteuid()) }
+
+// CheckUID is Check for a process whose effective user id is euid (tests show a non-root user's error with it).
+func CheckUID(euid int) error {
 	const need = "running each node in its own network namespace needs root on Linux (CAP_NET_ADMIN and " +
 		"CAP_SYS_ADMIN), a kernel with network namespaces, veth and bridge, and iproute2's ip in PATH"
 	if _, err := os.Stat("/proc/self/ns/net"); err != nil {
 		return fmt.Errorf("%w: %s; this system has no /proc/self/ns/net", ErrUnsupported, need)
 	}
-	if uid := os.Geteuid(); uid != 0 {
+	if uid := euid; uid != 0 {
 		return fmt.Errorf("%w: %s; running as uid %d (run as root, e.g. with sudo)", ErrUnsupported, need, uid)
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
