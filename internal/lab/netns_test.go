@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -50,12 +51,27 @@ var _ = Describe("the lab with every node in its own network namespace", Label("
 	It("runs each node in its namespace on its own address, carries registrations and calls, kills for real and leaves nothing behind",
 		SpecTimeout(5*time.Minute), func(ctx SpecContext) {
 			recDir := GinkgoT().TempDir()
+			By("a crashed run left its network behind")
+			owner := exec.Command("sleep", "300")
+			Expect(owner.Start()).To(Succeed())
+			crashed, err := netns.Create(ctx, netns.Options{RecordDir: recDir, Owner: owner.Process.Pid})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) { _ = crashed.Destroy(ctx) })
+			crashedNS, err := crashed.AddNode(ctx, "pcscf1", netns.Addr(crashed.Subnet, 11))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(owner.Process.Kill()).To(Succeed())
+			_ = owner.Wait()
+
 			l, err := lab.New(lab.Config{Topology: topology.Default(), RunDir: GinkgoT().TempDir(), Netns: true,
 				NetnsRecordDir: recDir, ReadyTimeout: 30 * time.Second, GracePeriod: 5 * time.Second},
 				lab.WithLogger(testLogger()))
 			Expect(err).NotTo(HaveOccurred())
 			nw := l.Network()
 			Expect(nw).NotTo(BeNil())
+			By("the next start removed it")
+			Expect(filepath.Join("/run/netns", crashedNS)).NotTo(BeAnExistingFile())
+			Expect(filepath.Join("/sys/class/net", crashed.Bridge)).NotTo(BeAnExistingFile())
+			Expect(filepath.Join(recDir, crashed.ID+".json")).NotTo(BeAnExistingFile())
 			bridge, id := nw.Bridge, nw.ID
 			closed := false
 			DeferCleanup(func() {
