@@ -5,6 +5,8 @@
 //	imslab run scenarios/pcscf-kill.yaml [--out d] [--seed n] run a scenario; exit 0 passed, 1 failed, 2 error
 //	imslab run --backend compose scenarios/pcscf-kill.yaml    the same with the lab as Docker containers
 //	imslab compose [--check]                                   generate docker-compose.yml from the topology
+//	imslab up --netns / imslab run --netns …                   every node in its own network namespace (root)
+//	imslab clean                                               remove what crashed namespace runs left behind
 package main
 
 import (
@@ -38,6 +40,8 @@ commands:
         stop them all on Ctrl-C or SIGTERM; with --phones, simulated phones register and call through the lab
   run   run a scenario file (docs/scenarios.md): start the lab and the phones, inject the faults, stop, build
         the report and check the expectations; exit 0 when every expectation holds, 1 when one fails, 2 on error
+  clean    remove what crashed runs left behind: network namespaces, bridges, veths and records of lab
+        networks (--netns) whose owner process is gone; a live run is left alone (needs root)
   compose  generate docker-compose.yml and deploy/compose/ from the topology (--check: verify they are current)
   image    build the lab image imslab/quasipool from static binaries, offline (make lab-image)
   probe    sip|dns|tcp <ip:port>: check that a service answers (the compose lab's healthcheck)
@@ -67,6 +71,8 @@ func main() {
 		os.Exit(runCompare(os.Args[2:], os.Stdout, os.Stderr))
 	case "sweep":
 		os.Exit(runSweep(os.Args[2:], os.Stdout, os.Stderr))
+	case "clean":
+		err = clean(os.Args[2:], os.Stdout)
 	case "compose":
 		err = generateCompose(os.Args[2:], os.Stdout, os.Stderr)
 	case "image":
@@ -104,6 +110,7 @@ func up(args []string, out io.Writer) error {
 	seed := fs.Int64("seed", 0, "random seed of the phones' traffic (0 = new; printed)")
 	logFormat := fs.String("log-format", "", "text or json (the lab's own log)")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error")
+	useNetns := fs.Bool("netns", false, "run every node in its own network namespace with its own address on a bridge (root, Linux)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -127,7 +134,7 @@ func up(args []string, out io.Writer) error {
 		latest = true
 	}
 	cfg := lab.Config{Topology: t, RunDir: dir, RepoDir: *repo, BinDir: *binDir, ReadyTimeout: *readyTimeout,
-		GracePeriod: *grace}
+		GracePeriod: *grace, Netns: *useNetns}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
 	}
@@ -164,7 +171,7 @@ func up(args []string, out io.Writer) error {
 	}
 	var phoneErr error
 	if *phones > 0 {
-		phoneErr = runPhones(ctx, out, t, l.RunDir(), *phones, *callRate, *hold, *seed)
+		phoneErr = runPhones(ctx, out, l.Topology(), l.PhoneListen(), l.RunDir(), *phones, *callRate, *hold, *seed)
 	} else {
 		<-ctx.Done()
 	}
@@ -177,11 +184,11 @@ func up(args []string, out io.Writer) error {
 
 // runPhones registers simulated phones through the lab and places calls until ctx is done; their records go to
 // <run-dir>/records.jsonl. It prints a progress line every 5 s and a summary at the end.
-func runPhones(ctx context.Context, out io.Writer, t *topology.Topology, runDir string, n int, rate float64, hold time.Duration, seed int64) error {
+func runPhones(ctx context.Context, out io.Writer, t *topology.Topology, listen, runDir string, n int, rate float64, hold time.Duration, seed int64) error {
 	cfg := ue.DefaultConfig()
 	cfg.DNSServer = t.DNS.Listen
 	cfg.Domain = t.Domain
-	cfg.Listen = "127.0.0.1:0"
+	cfg.Listen = listen
 	cfg.Users.From, cfg.Users.Count = 1, n
 	cfg.CallRate, cfg.HoldTime = rate, hold
 	cfg.RegisterRate = 100
@@ -248,6 +255,7 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	rebuild := fs.Bool("build-image", false, "compose backend: build the lab image first even when it exists")
 	logFormat := fs.String("log-format", "", "text or json (the runner's and lab's own log, on stderr)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	useNetns := fs.Bool("netns", false, "local backend: every node in its own network namespace with its own address (root, Linux)")
 	// The scenario file may come before, between or after the flags.
 	file, status := parseWithFile(fs, args, errOut, "run")
 	if status >= 0 {
@@ -276,7 +284,7 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	defer stop()
 	o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, Seed: *seed,
 		KeepGoing: *keepGoing, RepoDir: *repo, BinDir: *binDir, ReadyTimeout: *readyTimeout, GracePeriod: *grace,
-		Progress: *progress, Backend: *backend, Image: *image, BuildImage: *rebuild},
+		Progress: *progress, Backend: *backend, Image: *image, BuildImage: *rebuild, Netns: *useNetns},
 		scenario.WithLogger(log), scenario.WithOutput(out), scenario.WithReportBuilder(buildReport))
 	if err != nil {
 		fmt.Fprintln(errOut, "imslab run:", err)

@@ -155,6 +155,9 @@ func (l *Lab) Build(ctx context.Context) error {
 
 // checkPorts fails early, naming the node, when a port a node will listen on is taken (another lab running?).
 func (l *Lab) checkPorts() error {
+	if l.net != nil {
+		return nil // every node has a fresh namespace of its own
+	}
 	var errs []error
 	for _, n := range l.nodes {
 		if !n.runnable || !n.selected {

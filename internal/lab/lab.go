@@ -17,12 +17,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/imslab/quasipool/internal/netns"
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/topology"
 )
@@ -53,6 +55,15 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// GracePeriod is the wait between SIGTERM and SIGKILL when a node is stopped gracefully (default 5s).
 	GracePeriod time.Duration
+	// Netns runs every node in its own network namespace with its own address (internal/netns): New creates a
+	// bridge with a /24 (NetnsSubnet, or the first free 10.89.<n>.0/24), one namespace and veth pair per node, and
+	// lays the topology out on it with the standard ports (Topology.ForNamespaces); Close removes it all. It needs
+	// root on Linux; without it New fails saying so. Off: every node is a process on the topology's addresses.
+	Netns bool
+	// NetnsSubnet is the /24 of the namespace network (zero: the first free one).
+	NetnsSubnet netip.Prefix
+	// NetnsRecordDir holds the ownership records of namespace networks (default /run/imslab).
+	NetnsRecordDir string
 }
 
 // Validate checks the configuration and names the bad field.
@@ -86,6 +97,10 @@ type Option func(*Lab)
 // WithLogger sets the lab's own logger (node logs go to their files).
 func WithLogger(l *slog.Logger) Option { return func(lb *Lab) { lb.log = l } }
 
+// WithNetnsCheck replaces the check that this process can build network namespaces (netns.Check) under
+// Config.Netns; tests use it to see the error a user without root gets.
+func WithNetnsCheck(check func() error) Option { return func(lb *Lab) { lb.netnsCheck = check } }
+
 // Lab is a topology run as local processes. Its methods are safe for concurrent use; actions on one node are
 // serialised.
 type Lab struct {
@@ -94,6 +109,9 @@ type Lab struct {
 	events *obs.Recorder
 	nodes  []*node // in start order
 	byName map[string]*node
+
+	netnsCheck func() error
+	net        *netns.Network // Config.Netns: the lab network (nil otherwise)
 }
 
 // node is one node of the topology and its current process, if any.
@@ -104,6 +122,7 @@ type node struct {
 	bin      string // binary path
 	config   string // --config path
 	logPath  string
+	ns       string // Config.Netns: the node's network namespace
 
 	op sync.Mutex // serialises Start, Stop, Kill, Pause, Resume, Restart
 
@@ -152,9 +171,16 @@ func New(cfg Config, opts ...Option) (*Lab, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	l := &Lab{cfg: cfg, log: slog.Default(), events: rec, byName: map[string]*node{}}
+	l := &Lab{cfg: cfg, log: slog.Default(), events: rec, byName: map[string]*node{}, netnsCheck: netns.Check}
 	for _, o := range opts {
 		o(l)
+	}
+	if cfg.Netns {
+		if err := l.createNetwork(); err != nil {
+			rec.Close()
+			return nil, err
+		}
+		cfg = l.cfg
 	}
 	binDir := cfg.BinDir
 	if binDir == "" {
@@ -175,6 +201,12 @@ func New(cfg Config, opts ...Option) (*Lab, error) {
 		}
 		l.nodes = append(l.nodes, n)
 		l.byName[n.Name] = n
+	}
+	if l.net != nil {
+		if err := l.addNamespaces(); err != nil {
+			_ = l.Close()
+			return nil, err
+		}
 	}
 	return l, nil
 }
@@ -211,8 +243,24 @@ func (l *Lab) EventsFile(name string) string {
 	return filepath.Join(l.cfg.RunDir, "events", name+".jsonl")
 }
 
-// Close closes the lab's events file. Call it after Down.
-func (l *Lab) Close() error { return l.events.Close() }
+// Topology returns the topology the lab runs: Config.Topology, or under Config.Netns its layout on the
+// namespace network.
+func (l *Lab) Topology() *topology.Topology { return l.cfg.Topology }
+
+// Close closes the lab's events file and, under Config.Netns, removes the namespace network. Call it after Down.
+func (l *Lab) Close() error {
+	var errs []error
+	if l.net != nil {
+		if err := l.net.Destroy(context.Background()); err != nil {
+			errs = append(errs, fmt.Errorf("lab: removing the namespace network: %w", err))
+		} else {
+			l.events.Emit("netns_down", map[string]any{"bridge": l.net.Bridge})
+		}
+		l.net = nil
+	}
+	errs = append(errs, l.events.Close())
+	return errors.Join(errs...)
+}
 
 func (l *Lab) node(name string) (*node, error) {
 	n, ok := l.byName[name]

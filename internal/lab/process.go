@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/imslab/quasipool/internal/netns"
 )
 
 // process is one run of a node's binary.
@@ -143,6 +145,10 @@ func (l *Lab) start(ctx context.Context, n *node) error {
 		return fmt.Errorf("lab: start %s: %w", n.Name, err)
 	}
 	cmd := exec.Command(n.bin, "--config", n.config)
+	if n.ns != "" {
+		// ip netns exec enters the namespace and execs the binary: the PID is the node's, not a wrapper's.
+		cmd = netns.Command(n.ns, n.bin, "--config", n.config)
+	}
 	cmd.Dir = l.cfg.RunDir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()

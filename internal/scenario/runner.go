@@ -64,6 +64,9 @@ type RunConfig struct {
 	// when the engine has it (it is built anyway when missing).
 	Image      string
 	BuildImage bool
+	// Netns (local backend) runs every node in its own network namespace with its own address (lab.Config.Netns);
+	// it needs root on Linux and the run stops with an error saying so otherwise.
+	Netns bool
 	// Progress is the interval of the progress line (default 5s).
 	Progress time.Duration
 	// RegisterTimeout bounds the initial registrations (default: phones/register_rate + 60s).
@@ -83,6 +86,9 @@ func (c *RunConfig) Validate() error {
 	}
 	if c.RegisterTimeout < 0 {
 		return errors.New("run config: register_timeout: must not be negative")
+	}
+	if c.Netns && c.Backend == BackendCompose {
+		return errors.New("run config: netns: only for the local backend (compose containers have namespaces of their own)")
 	}
 	switch c.Backend {
 	case "", BackendLocal, BackendCompose:
@@ -134,11 +140,11 @@ func (r *runner) newLab(topo *topology.Topology) (labBackend, func() phoneNet, e
 		}, nil
 	}
 	l, err := lab.New(lab.Config{Topology: topo, RunDir: r.cfg.RunDir, RepoDir: r.cfg.RepoDir, BinDir: r.cfg.BinDir,
-		ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod}, lab.WithLogger(r.log))
+		ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod, Netns: r.cfg.Netns}, lab.WithLogger(r.log))
 	if err != nil {
 		return nil, nil, err
 	}
-	return l, func() phoneNet { return phoneNet{dns: topo.DNS.Listen, listen: "127.0.0.1:0"} }, nil
+	return l, func() phoneNet { return phoneNet{dns: l.Topology().DNS.Listen, listen: l.PhoneListen()} }, nil
 }
 
 // ReportBuilder turns a finished run directory into its report and returns the summary's metrics. The command

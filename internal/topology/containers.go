@@ -83,11 +83,27 @@ func (t *Topology) ForContainers(nets Networks) (*Topology, error) {
 	if err := nets.Validate(); err != nil {
 		return nil, err
 	}
-	subnet := nets.Core
 	c := *t
 	c.Networks = &nets
+	return c.layOut(nets.Core, nets.Cx)
+}
+
+// ForNamespaces returns a copy of the topology laid out on one network, subnet (an IPv4 /24), with the address
+// plan and standard ports of ForContainers: the local lab's network-namespace mode, where every node runs in its
+// own namespace on a bridge whose gateway .1 is the host (internal/netns). Networks stays nil: one network.
+func (t *Topology) ForNamespaces(subnet netip.Prefix) (*Topology, error) {
+	if !subnet.IsValid() || !subnet.Addr().Is4() || subnet.Bits() != 24 || subnet.Masked() != subnet {
+		return nil, fmt.Errorf("topology: namespace subnet %s: want an IPv4 /24", subnet)
+	}
+	c := *t
+	c.Networks = nil
+	return c.layOut(subnet, subnet)
+}
+
+// layOut gives c's nodes their addresses on subnet (the HSS on cx) and the standard ports, and validates it.
+func (c Topology) layOut(subnet, cx netip.Prefix) (*Topology, error) {
 	c.DNS.Listen = netip.AddrPortFrom(ContainerAddr(subnet, hostDNS), ContainerDNSPort).String()
-	c.HSS.Address = ContainerAddr(nets.Cx, hostHSS).String()
+	c.HSS.Address = ContainerAddr(cx, hostHSS).String()
 	c.HSS.DiameterPort, c.HSS.HTTPPort = ContainerDiameterPort, ContainerHTTPPort
 	c.BAC.Address, c.BAC.Port = ContainerAddr(subnet, hostBAC).String(), ContainerSIPPort
 	c.ICSCF.Address, c.ICSCF.Port = ContainerAddr(subnet, hostICSCF).String(), ContainerSIPPort

@@ -1,0 +1,4 @@
+package netns
+
+// SplitRuleForTest exposes splitRule to the tests.
+var SplitRuleForTest = splitRule
