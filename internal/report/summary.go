@@ -60,9 +60,9 @@ type Fault struct {
 	ForS   float64 `json:"for_s"`
 	// T0S is the offset of the lab's fault event for this target (the scenario's at_s when the lab recorded
 	// none); every KPI of this fault counts from it.
-	T0S            float64            `json:"t0_s"`
-	AffectedUsers  int                `json:"affected_users"`
-	TimeToDetectS  map[string]float64 `json:"time_to_detect_s"`
+	T0S           float64            `json:"t0_s"`
+	AffectedUsers int                `json:"affected_users"`
+	TimeToDetectS map[string]float64 `json:"time_to_detect_s"`
 	// Nodes are the nodes of a pool or site target (absent for a node target).
 	Nodes []string `json:"nodes,omitempty"`
 	// HealS is the offset of the lab's fault_heal event of this fault (the kinds that record one; absent when
@@ -71,8 +71,8 @@ type Fault struct {
 	// During counts every user's calls and registrations that started while the fault was in place (t0 to its
 	// heal, or its scheduled end, or the end of the run); AfterHeal those that started after its end (absent
 	// when it lasted to the end of the run).
-	During    *Window `json:"during"`
-	AfterHeal *Window `json:"after_heal,omitempty"`
+	During         *Window `json:"during"`
+	AfterHeal      *Window `json:"after_heal,omitempty"`
 	t0Ns, detectNs int64
 }
 
