@@ -222,6 +222,9 @@ func (a *analysis) windows(r *run) {
 			w.Calls++
 			if m.ok() {
 				w.Answered++
+				if m.Setup200 != nil && m.TNs+int64(*m.Setup200*1e6) < to {
+					w.AnsweredInWindow++
+				}
 			} else {
 				w.Failed++
 			}
@@ -239,17 +242,18 @@ func (a *analysis) windows(r *run) {
 	}
 	for i := range a.s.Faults {
 		f := &a.s.Faults[i]
-		end := endNs
-		switch {
-		case f.HealS != nil:
-			end = a.s.StartNs + int64(*f.HealS*1e9)
-		case f.ForS > 0:
+		end, healed := endNs, endNs
+		if f.ForS > 0 {
 			end = f.t0Ns + int64(f.ForS*1e9)
+			healed = end
 		}
-		end = min(end, endNs)
+		if f.HealS != nil {
+			healed = max(a.s.StartNs+int64(*f.HealS*1e9), end)
+		}
+		end, healed = min(end, endNs), min(healed, endNs)
 		f.During = count(f.t0Ns, end)
-		if end < endNs {
-			f.AfterHeal = count(end, endNs)
+		if healed < endNs {
+			f.AfterHeal = count(healed, endNs)
 		}
 	}
 }

@@ -69,8 +69,8 @@ type Fault struct {
 	// it was not healed or the kind records none).
 	HealS *float64 `json:"heal_s,omitempty"`
 	// During counts every user's calls and registrations that started while the fault was in place (t0 to its
-	// heal, or its scheduled end, or the end of the run); AfterHeal those that started after its end (absent
-	// when it lasted to the end of the run).
+	// scheduled end t0 + for, when the heal begins, or the end of the run); AfterHeal those that started after
+	// the heal was done (heal_s; t0 + for for kinds that record no heal; absent when it lasted to the end).
 	During         *Window `json:"during"`
 	AfterHeal      *Window `json:"after_heal,omitempty"`
 	t0Ns, detectNs int64
@@ -79,13 +79,16 @@ type Fault struct {
 // Window counts the calls (judged by the caller's record, by start time) and registration procedures of every
 // user in a time window of the run.
 type Window struct {
-	FromS               float64 `json:"from_s"`
-	ToS                 float64 `json:"to_s"`
-	Calls               int     `json:"calls"`
-	Answered            int     `json:"answered"`
-	Failed              int     `json:"failed"`
-	Registrations       int     `json:"registrations"`
-	RegistrationsFailed int     `json:"registrations_failed"`
+	FromS    float64 `json:"from_s"`
+	ToS      float64 `json:"to_s"`
+	Calls    int     `json:"calls"`
+	Answered int     `json:"answered"`
+	Failed   int     `json:"failed"`
+	// AnsweredInWindow: calls of the window answered (200) before its end; a call started during an outage and
+	// answered after it does not count.
+	AnsweredInWindow    int `json:"answered_in_window"`
+	Registrations       int `json:"registrations"`
+	RegistrationsFailed int `json:"registrations_failed"`
 }
 
 // nodes returns the nodes the fault acted on.
