@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/topology"
 	"github.com/imslab/quasipool/topologies"
 )
 
@@ -132,5 +133,18 @@ var _ = Describe("fault kinds of issue 11", Label("unit"), func() {
 		scenario.NewInjector(lab, s.Faults, time.Now()).Run(ctx, func(err error) { Fail(err.Error()) })
 		Expect(lab.ops()).To(Equal([]string{"kill pcscf1", "start pcscf1"}))
 		Expect(lab.kinds()).To(BeEmpty(), "the lab's own kill event stays the only record, as before")
+	})
+})
+
+var _ = Describe("the site-loss scenario", Label("unit"), func() {
+	It("has the sites, links and pools of topologies/two-sites.yaml", func() {
+		s, err := scenario.Load("../../scenarios/site-loss.yaml")
+		Expect(err).NotTo(HaveOccurred())
+		t, err := topology.Parse(topologies.TwoSites)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.Topology.Sites).To(Equal(t.Sites))
+		Expect(s.Topology.Links()).To(Equal(t.Links()))
+		Expect(s.Topology.Pools).To(Equal(t.Pools))
+		Expect(s.Faults[0].Nodes).To(Equal([]string{"pcscf3", "pcscf4", "scscf3", "scscf4"}))
 	})
 })
