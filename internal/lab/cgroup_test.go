@@ -74,7 +74,10 @@ var _ = Describe("slow: a CPU quota through a cgroup v1 cpu cgroup", Label("inte
 		Expect(remove()).To(Succeed())
 		Expect(dir).NotTo(BeADirectory(), "the cgroup is removed")
 		Expect(lab.CPUCgroupOf(pid)).To(Equal(origin))
-		Expect(cpuShare(pid, time.Second)).To(BeNumerically(">", 0.5), "healed: the whole CPU again")
+		// Moved back while the limited group was throttled, the process can wait out that group's period before it
+		// runs freely again (seen once in a few runs: ~5 % over the first second): healed within a few seconds.
+		Eventually(func() float64 { return cpuShare(pid, 500*time.Millisecond) }).WithTimeout(5*time.Second).
+			Should(BeNumerically(">", 0.5), "healed: the whole CPU again")
 	})
 
 	It("refuses a share outside 1..99 and leaves no cgroup", func() {
