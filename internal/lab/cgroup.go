@@ -185,3 +185,17 @@ var ErrNotSlowed = errors.New("not slowed")
 
 // Event records an event of the scenario's faults in the lab's events (events/lab.jsonl).
 func (l *Lab) Event(kind string, fields map[string]any) { l.events.Emit(kind, fields) }
+
+// RemoveStaleCPUCgroups removes the cpu cgroups a crashed run left behind (imslab.<node>.<pid> under
+// CPUCgroupRoot). rmdir only removes an empty cgroup, so the cgroup of a node another lab is slowing right now
+// stays. It returns the cgroups it removed; Up calls it before starting anything.
+func RemoveStaleCPUCgroups() []string {
+	dirs, _ := filepath.Glob(filepath.Join(CPUCgroupRoot, "imslab.*"))
+	var removed []string
+	for _, d := range dirs {
+		if os.Remove(d) == nil {
+			removed = append(removed, d)
+		}
+	}
+	return removed
+}

@@ -80,6 +80,21 @@ var _ = Describe("slow: a CPU quota through a cgroup v1 cpu cgroup", Label("inte
 			Should(BeNumerically(">", 0.5), "healed: the whole CPU again")
 	})
 
+	It("removes the empty cgroups a crashed run left behind, not one in use", SpecTimeout(10*time.Second), func(_ SpecContext) {
+		stale := filepath.Join(lab.CPUCgroupRoot, "imslab.test-stale.1")
+		Expect(os.Mkdir(stale, 0o755)).To(Succeed())
+		DeferCleanup(func() { _ = os.Remove(stale) })
+		cmd := exec.Command("sleep", "30")
+		Expect(cmd.Start()).To(Succeed())
+		DeferCleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		dir, _, _, remove, err := lab.LimitCPU(cmd.Process.Pid, fmt.Sprintf("imslab.test-busy.%d", cmd.Process.Pid), 50)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = remove() })
+		Expect(lab.RemoveStaleCPUCgroups()).To(ContainElement(stale))
+		Expect(stale).NotTo(BeADirectory())
+		Expect(dir).To(BeADirectory(), "a cgroup with a process in it stays")
+	})
+
 	It("refuses a share outside 1..99 and leaves no cgroup", func() {
 		_, _, _, _, err := lab.LimitCPU(os.Getpid(), "imslab-test.bad", 0)
 		Expect(err).To(MatchError(ContainSubstring("must be 1..99")))

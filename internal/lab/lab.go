@@ -236,6 +236,9 @@ func (l *Lab) Up(ctx context.Context) error {
 	if err := l.checkPorts(); err != nil {
 		return err
 	}
+	if stale := RemoveStaleCPUCgroups(); len(stale) > 0 {
+		l.log.Info("removed cpu cgroups a crashed run left behind", "cgroups", stale)
+	}
 	l.events.Emit("lab_up", map[string]any{"run_dir": l.cfg.RunDir, "nodes": l.runNames()})
 	for _, n := range l.nodes {
 		if !n.runnable || !n.selected {
