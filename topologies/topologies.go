@@ -8,3 +8,9 @@ import _ "embed"
 //
 //go:embed default.yaml
 var Default []byte
+
+// TwoSites is the two-site topology (two-sites.yaml): pools of 4, members 1-2 in north with the BAC, HSS, I-CSCF
+// and DNS, members 3-4 in south, 20 ms one way between the sites.
+//
+//go:embed two-sites.yaml
+var TwoSites []byte

@@ -520,3 +520,6 @@ func (l *Lab) Restart(ctx context.Context, name string) error {
 	}
 	return l.waitReady(ctx, name, c.ID)
 }
+
+// Event records an event of the scenario's faults in the lab's events (events/lab.jsonl).
+func (l *Lab) Event(kind string, fields map[string]any) { l.events.Emit(kind, fields) }

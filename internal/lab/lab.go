@@ -129,6 +129,7 @@ type node struct {
 	mu     sync.Mutex
 	proc   *process // nil when never started
 	paused bool
+	cpu    *cpuLimit // set while the node is slowed (Throttle)
 }
 
 // New prepares a lab: it creates the run directory and opens the lab's events file. Nothing is built or started.
@@ -283,6 +284,9 @@ func (l *Lab) Up(ctx context.Context) error {
 	if err := l.checkPorts(); err != nil {
 		return err
 	}
+	if stale := RemoveStaleCPUCgroups(); len(stale) > 0 {
+		l.log.Info("removed cpu cgroups a crashed run left behind", "cgroups", stale)
+	}
 	l.events.Emit("lab_up", map[string]any{"run_dir": l.cfg.RunDir, "nodes": l.runNames()})
 	for _, n := range l.nodes {
 		if !n.runnable || !n.selected {
@@ -314,6 +318,14 @@ func (l *Lab) Down() error {
 		n := l.nodes[i]
 		if err := l.stop(n, true, ""); err != nil && !errors.Is(err, ErrNotRunning) {
 			errs = append(errs, err)
+		}
+		n.mu.Lock()
+		slowed := n.cpu != nil
+		n.mu.Unlock()
+		if slowed { // a slow fault still in place: its cgroup goes with the lab
+			if err := l.unthrottle(n); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -53,7 +53,8 @@ func analyse(r *run) *analysis {
 	// Faults: the instant is the lab's fault event for the target (in order), else start + at_s.
 	used := map[int]bool{}
 	for _, f := range sc.Faults {
-		fl := Fault{Kind: f.Kind, Target: f.Target, AtS: f.AtS, ForS: f.ForS, TimeToDetectS: map[string]float64{}}
+		fl := Fault{Kind: f.Kind, Target: f.Target, AtS: f.AtS, ForS: f.ForS, TimeToDetectS: map[string]float64{},
+			Nodes: f.Nodes}
 		fl.t0Ns = sc.StartNs + int64(math.Round(f.AtS*1e9))
 		for i, e := range r.events {
 			if used[i] || e.Kind != "fault" || e.Node != "lab" && e.Node != "" || e.Target != f.Target || e.Fault == "resume" {
@@ -65,6 +66,14 @@ func analyse(r *run) *analysis {
 			used[i] = true
 			fl.t0Ns = e.TNs
 			break
+		}
+		for _, e := range r.events {
+			if e.Kind == "fault_heal" && (e.Node == "lab" || e.Node == "") && e.Target == f.Target && e.Fault == f.Kind &&
+				e.TNs >= fl.t0Ns {
+				h := a.offset(e.TNs)
+				fl.HealS = &h
+				break
+			}
 		}
 		fl.T0S = a.offset(fl.t0Ns)
 		s.Faults = append(s.Faults, fl)
@@ -79,6 +88,7 @@ func analyse(r *run) *analysis {
 	}
 
 	a.findAffected(r)
+	a.windows(r)
 	a.directions(r)
 	a.cx(r)
 	a.security(r)
@@ -121,13 +131,19 @@ func (r *run) nodeAddrs(name string) map[string]bool {
 
 // detect fills the time to detect of one fault: the first peer_state down event about the target at each node.
 func (a *analysis) detect(r *run, f *Fault) {
-	addrs := r.nodeAddrs(f.Target)
+	addrs, names := map[string]bool{}, map[string]bool{}
+	for _, n := range f.nodes() {
+		names[n] = true
+		for a := range r.nodeAddrs(n) {
+			addrs[a] = true
+		}
+	}
 	var first int64
 	for _, e := range r.events {
-		if e.Kind != "peer_state" || e.State != "down" || e.TNs < f.t0Ns || e.Node == f.Target {
+		if e.Kind != "peer_state" || e.State != "down" || e.TNs < f.t0Ns || names[e.Node] {
 			continue
 		}
-		if !addrs[e.Addr] && hostNode(e.Peer) != f.Target {
+		if !addrs[e.Addr] && !names[hostNode(e.Peer)] {
 			continue
 		}
 		if _, seen := f.TimeToDetectS[e.Node]; seen {
@@ -162,8 +178,12 @@ func (a *analysis) findAffected(r *run) {
 			}
 			last[rec.IMPU] = rec
 		}
+		hit := map[string]bool{}
+		for _, n := range f.nodes() {
+			hit[n] = true
+		}
 		for impu, rec := range last {
-			if rec.Kind == "deregister" || (hostNode(rec.PCSCF) != f.Target && hostNode(rec.SCSCF) != f.Target) {
+			if rec.Kind == "deregister" || (!hit[hostNode(rec.PCSCF)] && !hit[hostNode(rec.SCSCF)]) {
 				continue
 			}
 			f.AffectedUsers++
@@ -185,6 +205,57 @@ func (a *analysis) findAffected(r *run) {
 	}
 	sort.Strings(a.s.AffectedIMPUs)
 	a.s.AffectedUsers = len(a.s.AffectedIMPUs)
+}
+
+// windows fills each fault's During and AfterHeal: every user's calls and registrations while the fault was in
+// place and after it ended.
+func (a *analysis) windows(r *run) {
+	endNs := a.s.StartNs + int64(a.s.DurationS*1e9)
+	calls := groupCalls(r)
+	count := func(from, to int64) *Window {
+		w := &Window{FromS: a.offset(from), ToS: a.offset(to)}
+		for _, c := range calls {
+			m := c.main()
+			if m.TNs < from || m.TNs >= to {
+				continue
+			}
+			w.Calls++
+			if m.ok() {
+				w.Answered++
+				if m.Setup200 != nil && m.TNs+int64(*m.Setup200*1e6) < to {
+					w.AnsweredInWindow++
+				}
+			} else {
+				w.Failed++
+			}
+		}
+		for _, x := range r.records {
+			if x.Type != "register" || x.TNs < from || x.TNs >= to {
+				continue
+			}
+			w.Registrations++
+			if !x.ok() {
+				w.RegistrationsFailed++
+			}
+		}
+		return w
+	}
+	for i := range a.s.Faults {
+		f := &a.s.Faults[i]
+		end, healed := endNs, endNs
+		if f.ForS > 0 {
+			end = f.t0Ns + int64(f.ForS*1e9)
+			healed = end
+		}
+		if f.HealS != nil {
+			healed = max(a.s.StartNs+int64(*f.HealS*1e9), end)
+		}
+		end, healed = min(end, endNs), min(healed, endNs)
+		f.During = count(f.t0Ns, end)
+		if healed < endNs {
+			f.AfterHeal = count(healed, endNs)
+		}
+	}
 }
 
 func (a *analysis) directions(r *run) {

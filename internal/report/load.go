@@ -29,10 +29,11 @@ type scenarioFile struct {
 }
 
 type scenarioFault struct {
-	Kind   string  `json:"kind"`
-	Target string  `json:"target"`
-	AtS    float64 `json:"at_s"`
-	ForS   float64 `json:"for_s"`
+	Kind   string   `json:"kind"`
+	Target string   `json:"target"`
+	AtS    float64  `json:"at_s"`
+	ForS   float64  `json:"for_s"`
+	Nodes  []string `json:"nodes"` // the nodes of a pool or site target (absent: the target itself)
 }
 
 // record is one line of records.jsonl (internal/ue.Record; only the fields the report uses).

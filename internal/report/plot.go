@@ -103,6 +103,19 @@ func markFaults(p *plot.Plot, s *Summary, top float64) error {
 		if i == 0 {
 			p.Legend.Add(fmt.Sprintf("fault: %s %s", f.Kind, f.Target), l)
 		}
+		if f.HealS == nil {
+			continue
+		}
+		h, err := plotter.NewLine(plotter.XYs{{X: *f.HealS, Y: 0}, {X: *f.HealS, Y: top}})
+		if err != nil {
+			return fmt.Errorf("report: plot: %w", err)
+		}
+		h.Color = colFault
+		h.Dashes = []vg.Length{vg.Points(1), vg.Points(3)}
+		p.Add(h)
+		if i == 0 {
+			p.Legend.Add("healed", h)
+		}
 	}
 	return nil
 }

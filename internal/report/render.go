@@ -121,6 +121,27 @@ func whatRan(r *run, s *Summary) []kpiRow {
 			v += fmt.Sprintf(" for %.1f s", f.ForS)
 		}
 		v += fmt.Sprintf(" (scheduled %.1f s; %d users affected)", f.AtS, f.AffectedUsers)
+		if len(f.Nodes) > 0 {
+			v += "; nodes " + strings.Join(f.Nodes, ", ")
+		}
+		if f.HealS != nil {
+			v += fmt.Sprintf("; healed at %.3f s", *f.HealS)
+		}
+		if len(f.TimeToDetectS) > 0 {
+			var det []string
+			for _, n := range sortedKeys(f.TimeToDetectS) {
+				det = append(det, fmt.Sprintf("%s %.2f s", n, f.TimeToDetectS[n]))
+			}
+			v += "; detected by " + strings.Join(det, ", ")
+		} else {
+			v += "; no node reported it down"
+		}
+		if w := f.During; w != nil {
+			v += fmt.Sprintf("; calls during it %d/%d answered", w.Answered, w.Calls)
+		}
+		if w := f.AfterHeal; w != nil {
+			v += fmt.Sprintf(", after it %d/%d", w.Answered, w.Calls)
+		}
 		rows = append(rows, kpiRow{"fault", v})
 	}
 	if len(s.Faults) == 0 {
@@ -284,4 +305,13 @@ func htmlReport(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
 	}
 	b.WriteString("</body></html>\n")
 	return b.String()
+}
+
+func sortedKeys(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

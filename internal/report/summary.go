@@ -60,10 +60,43 @@ type Fault struct {
 	ForS   float64 `json:"for_s"`
 	// T0S is the offset of the lab's fault event for this target (the scenario's at_s when the lab recorded
 	// none); every KPI of this fault counts from it.
-	T0S            float64            `json:"t0_s"`
-	AffectedUsers  int                `json:"affected_users"`
-	TimeToDetectS  map[string]float64 `json:"time_to_detect_s"`
+	T0S           float64            `json:"t0_s"`
+	AffectedUsers int                `json:"affected_users"`
+	TimeToDetectS map[string]float64 `json:"time_to_detect_s"`
+	// Nodes are the nodes of a pool or site target (absent for a node target).
+	Nodes []string `json:"nodes,omitempty"`
+	// HealS is the offset of the lab's fault_heal event of this fault (the kinds that record one; absent when
+	// it was not healed or the kind records none).
+	HealS *float64 `json:"heal_s,omitempty"`
+	// During counts every user's calls and registrations that started while the fault was in place (t0 to its
+	// scheduled end t0 + for, when the heal begins, or the end of the run); AfterHeal those that started after
+	// the heal was done (heal_s; t0 + for for kinds that record no heal; absent when it lasted to the end).
+	During         *Window `json:"during"`
+	AfterHeal      *Window `json:"after_heal,omitempty"`
 	t0Ns, detectNs int64
+}
+
+// Window counts the calls (judged by the caller's record, by start time) and registration procedures of every
+// user in a time window of the run.
+type Window struct {
+	FromS    float64 `json:"from_s"`
+	ToS      float64 `json:"to_s"`
+	Calls    int     `json:"calls"`
+	Answered int     `json:"answered"`
+	Failed   int     `json:"failed"`
+	// AnsweredInWindow: calls of the window answered (200) before its end; a call started during an outage and
+	// answered after it does not count.
+	AnsweredInWindow    int `json:"answered_in_window"`
+	Registrations       int `json:"registrations"`
+	RegistrationsFailed int `json:"registrations_failed"`
+}
+
+// nodes returns the nodes the fault acted on.
+func (f *Fault) nodes() []string {
+	if len(f.Nodes) > 0 {
+		return f.Nodes
+	}
+	return []string{f.Target}
 }
 
 // Direction holds the KPIs of one call direction (MO: the user called; MT: the user was called).

@@ -2,10 +2,14 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/imslab/quasipool/internal/topology"
 )
 
 // Lab is what the faults act on: the process control of internal/lab (*lab.Lab implements it).
@@ -23,12 +27,73 @@ type FaultKind struct {
 	Name string
 	// Doc says in a sentence what the fault does, for researchers (docs/scenarios.md, --help).
 	Doc string
-	// Inject puts the fault in place.
-	Inject func(ctx context.Context, l Lab, target string) error
-	// Fix undoes it after the fault's `for`; nil for a fault that is over once injected (restart).
-	Fix func(ctx context.Context, l Lab, target string) error
+	// Inject puts the fault in place on one node of the fault's target (the injector calls it for every node of
+	// a pool or site target, concurrently).
+	Inject func(ctx context.Context, l Lab, f Fault, node string) error
+	// Fix undoes it on one node after the fault's `for`; nil for a fault that is over once injected (restart).
+	Fix func(ctx context.Context, l Lab, f Fault, node string) error
+	// Run, when set, carries out the whole fault instead of Inject/Fix (flap: repeated actions until the heal).
+	Run func(ctx context.Context, l Lab, f Fault, node string, sleepUntil func(time.Duration) bool) error
 	// Active is the word for the node's state while the fault lasts ("killed", "paused").
 	Active string
+	// Records: the injector records the fault's inject and heal in the lab's events (the kinds added with issue
+	// 11; the older kinds are recorded by the lab's own fault events only, as they always were).
+	Records bool
+	// check validates the kind's own fields and target (nil: any target, no parameters); it returns the bad
+	// field (relative to the fault: "target", "mode") and why.
+	check func(f Fault, nodes []string, t *topology.Topology) (field, msg string)
+}
+
+// Modes of hss-down.
+const (
+	ModeKill  = "kill"
+	ModePause = "pause"
+)
+
+func kill(_ context.Context, l Lab, _ Fault, n string) error      { return l.Kill(n) }
+func start(ctx context.Context, l Lab, _ Fault, n string) error   { return l.Start(ctx, n) }
+func pause(_ context.Context, l Lab, _ Fault, n string) error     { return l.Pause(n) }
+func resume(_ context.Context, l Lab, _ Fault, n string) error    { return l.Resume(n) }
+func stop(_ context.Context, l Lab, _ Fault, n string) error      { return l.Stop(n, true) }
+func restart(ctx context.Context, l Lab, _ Fault, n string) error { return l.Restart(ctx, n) }
+func noParams(f Fault) (string, string) {
+	switch {
+	case f.Mode != "":
+		return "mode", "only for hss-down"
+	case f.Period != 0:
+		return "period", "only for flap"
+	case f.CPUPercent != 0:
+		return "cpu_percent", "only for slow"
+	}
+	return "", ""
+}
+
+// oneNode accepts a target that is one node of the given kinds (any kind when none is given).
+func oneNode(kinds ...topology.Kind) func(Fault, []string, *topology.Topology) (string, string) {
+	return func(f Fault, nodes []string, t *topology.Topology) (string, string) {
+		if field, msg := noParams(f); field != "" {
+			return field, msg
+		}
+		return checkOneNode(f, nodes, t, kinds...)
+	}
+}
+
+func checkOneNode(f Fault, nodes []string, t *topology.Topology, kinds ...topology.Kind) (string, string) {
+	if len(nodes) != 1 || nodes[0] != f.Target {
+		return "target", fmt.Sprintf("%q: a %s fault acts on one node, not a pool or a site", f.Target, f.Kind)
+	}
+	if len(kinds) > 0 {
+		n, _ := t.Node(nodes[0])
+		if !slices.Contains(kinds, n.Kind) {
+			want := make([]string, len(kinds))
+			for i, k := range kinds {
+				want[i] = string(k)
+			}
+			return "target", fmt.Sprintf("%q is a node of kind %s; a %s fault acts on a %s", f.Target, n.Kind, f.Kind,
+				strings.Join(want, " or "))
+		}
+	}
+	return "", ""
 }
 
 // faultKinds is the registry of fault kinds.
@@ -36,30 +101,186 @@ var faultKinds = map[string]FaultKind{
 	"kill": {
 		Name:   "kill",
 		Doc:    "SIGKILL: the node dies at once, without answering anything; with for, it is started again (empty) after that long",
-		Inject: func(_ context.Context, l Lab, t string) error { return l.Kill(t) },
-		Fix:    func(ctx context.Context, l Lab, t string) error { return l.Start(ctx, t) },
-		Active: "killed",
+		Inject: kill, Fix: start, Active: "killed",
+		check: func(f Fault, _ []string, _ *topology.Topology) (string, string) { return noParams(f) },
 	},
 	"pause": {
 		Name:   "pause",
 		Doc:    "SIGSTOP: the node freezes with its sockets open and answers nothing; with for, SIGCONT after that long (it resumes with its state)",
-		Inject: func(_ context.Context, l Lab, t string) error { return l.Pause(t) },
-		Fix:    func(_ context.Context, l Lab, t string) error { return l.Resume(t) },
-		Active: "paused",
+		Inject: pause, Fix: resume, Active: "paused",
+		check: func(f Fault, _ []string, _ *topology.Topology) (string, string) { return noParams(f) },
 	},
 	"stop": {
 		Name:   "stop",
 		Doc:    "graceful stop: SIGTERM (SIGKILL after the lab's grace period); with for, it is started again (empty) after that long",
-		Inject: func(_ context.Context, l Lab, t string) error { return l.Stop(t, true) },
-		Fix:    func(ctx context.Context, l Lab, t string) error { return l.Start(ctx, t) },
-		Active: "stopped",
+		Inject: stop, Fix: start, Active: "stopped",
+		check: func(f Fault, _ []string, _ *topology.Topology) (string, string) { return noParams(f) },
 	},
 	"restart": {
 		Name:   "restart",
 		Doc:    "graceful stop and immediate start: the node comes back at once, without the state it had in memory",
-		Inject: func(ctx context.Context, l Lab, t string) error { return l.Restart(ctx, t) },
-		Active: "restarting",
+		Inject: restart, Active: "restarting",
+		check: func(f Fault, _ []string, _ *topology.Topology) (string, string) { return noParams(f) },
 	},
+	"site-down": {
+		Name: "site-down",
+		Doc: "every node of a site (target site:<name>) SIGKILLed at the same instant; with for, all started again " +
+			"(empty, the HSS on its data) after that long",
+		Inject: kill, Fix: start, Active: "down", Records: true,
+		check: func(f Fault, nodes []string, _ *topology.Topology) (string, string) {
+			if field, msg := noParams(f); field != "" {
+				return field, msg
+			}
+			if !strings.HasPrefix(f.Target, topology.SiteTargetPrefix) {
+				return "target", fmt.Sprintf("%q: a site-down fault names a site (site:<name>)", f.Target)
+			}
+			return "", ""
+		},
+	},
+	"hss-down": {
+		Name: "hss-down",
+		Doc: "the HSS killed (mode: kill, the default) or frozen (mode: pause); with for, started again on its " +
+			"database (or resumed) after that long; target defaults to the HSS",
+		Inject: func(ctx context.Context, l Lab, f Fault, n string) error {
+			if f.Mode == ModePause {
+				return l.Pause(n)
+			}
+			return l.Kill(n)
+		},
+		Fix: func(ctx context.Context, l Lab, f Fault, n string) error {
+			if f.Mode == ModePause {
+				return l.Resume(n)
+			}
+			return l.Start(ctx, n)
+		},
+		Active: "down", Records: true,
+		check: func(f Fault, nodes []string, t *topology.Topology) (string, string) {
+			switch {
+			case f.Mode != "" && f.Mode != ModeKill && f.Mode != ModePause:
+				return "mode", fmt.Sprintf("%q: must be %s or %s", f.Mode, ModeKill, ModePause)
+			case f.Period != 0:
+				return "period", "only for flap"
+			case f.CPUPercent != 0:
+				return "cpu_percent", "only for slow"
+			}
+			return checkOneNode(f, nodes, t, topology.KindHSS)
+		},
+	},
+	"dns-down": {
+		Name:   "dns-down",
+		Doc:    "the lab DNS (dnsd) killed; with for, started again after that long; target defaults to dnsd",
+		Inject: kill, Fix: start, Active: "down", Records: true,
+		check: oneNode(topology.KindDNS),
+	},
+	"failback": {
+		Name: "failback",
+		Doc: "a member killed (SIGKILL) and started again, empty, after for (required): what happens to the users " +
+			"it had, to their registrations at the S-CSCF, to calls in flight",
+		Inject: kill, Fix: start, Active: "killed", Records: true,
+		check: oneNode(topology.KindPCSCF, topology.KindSCSCF),
+	},
+	"flap": {
+		Name: "flap",
+		Doc: "a node killed at at, started again a period later, killed again a period after that, … until for " +
+			"is over; it is left running",
+		Run: func(ctx context.Context, l Lab, f Fault, n string, sleepUntil func(time.Duration) bool) error {
+			up := true
+			for off := time.Duration(0); off < f.For; off += f.Period {
+				if off > 0 && !sleepUntil(f.At+off) {
+					return nil
+				}
+				var err error
+				if up {
+					err = l.Kill(n)
+				} else {
+					err = l.Start(ctx, n)
+				}
+				if err != nil {
+					return err
+				}
+				up = !up
+			}
+			if !sleepUntil(f.At + f.For) {
+				return nil
+			}
+			if !up {
+				return l.Start(ctx, n)
+			}
+			return nil
+		},
+		Active: "flapping", Records: true,
+		check: func(f Fault, nodes []string, t *topology.Topology) (string, string) {
+			switch {
+			case f.Period <= 0:
+				return "period", "missing: how long each down and each up phase lasts"
+			case f.For < 2*f.Period:
+				return "for", fmt.Sprintf("%s: a flap lasts at least two periods (2 × %s)", f.For, f.Period)
+			case f.Mode != "":
+				return "mode", "only for hss-down"
+			case f.CPUPercent != 0:
+				return "cpu_percent", "only for slow"
+			}
+			return checkOneNode(f, nodes, t)
+		},
+	},
+	"slow": {
+		Name: "slow",
+		Doc: "gray failure: the node's process put in a cgroup v1 cpu cgroup with cpu.cfs_quota_us = cpu_percent % " +
+			"of cpu.cfs_period_us, so it stays alive but answers late; with for, moved back and the cgroup removed " +
+			"(local backend, root, cgroup v1 cpu controller)",
+		Inject: func(_ context.Context, l Lab, f Fault, n string) error {
+			t, ok := l.(Throttler)
+			if !ok {
+				return fmt.Errorf("%w: this backend cannot limit a node's CPU", ErrUnsupported)
+			}
+			return t.Throttle(n, f.CPUPercent)
+		},
+		Fix: func(_ context.Context, l Lab, _ Fault, n string) error {
+			t, ok := l.(Throttler)
+			if !ok {
+				return fmt.Errorf("%w: this backend cannot limit a node's CPU", ErrUnsupported)
+			}
+			return t.Unthrottle(n)
+		},
+		Active: "slowed", Records: true,
+		check: func(f Fault, nodes []string, t *topology.Topology) (string, string) {
+			switch {
+			case f.CPUPercent < 1 || f.CPUPercent > 99:
+				return "cpu_percent", fmt.Sprintf("%d: must be 1..99 (the share of one CPU the node gets)", f.CPUPercent)
+			case f.Mode != "":
+				return "mode", "only for hss-down"
+			case f.Period != 0:
+				return "period", "only for flap"
+			}
+			return checkOneNode(f, nodes, t)
+		},
+	},
+}
+
+// ErrUnsupported is a fault the backend cannot carry out.
+var ErrUnsupported = errors.New("fault not supported")
+
+// Throttler limits a node's CPU (the local lab: cgroup v1 cpu controller). Throttle records the applied quota
+// in the lab's events.
+type Throttler interface {
+	Throttle(node string, cpuPercent int) error
+	Unthrottle(node string) error
+}
+
+// EventRecorder records an event in the lab's events (events/lab.jsonl).
+type EventRecorder interface {
+	Event(kind string, fields map[string]any)
+}
+
+// defaultTarget is the target of a kind whose target may be left out (the HSS, the DNS).
+func defaultTarget(kind string, t *topology.Topology) string {
+	switch kind {
+	case "hss-down":
+		return t.HSS.Host
+	case "dns-down":
+		return t.DNS.Host
+	}
+	return ""
 }
 
 // FaultKinds returns the registered fault kinds, sorted by name.
@@ -167,8 +388,24 @@ func (in *Injector) runFault(ctx context.Context, i int, onErr func(error)) {
 	if !sleepUntil(ctx, in.t0.Add(f.At)) {
 		return
 	}
+	nodes := f.targetNodes()
 	in.setActive(i, true)
-	if err := k.Inject(ctx, in.lab, f.Target); err != nil {
+	if k.Records {
+		in.record("fault", f, nodes)
+	}
+	if k.Run != nil {
+		err := k.Run(ctx, in.lab, f, nodes[0], func(off time.Duration) bool { return sleepUntil(ctx, in.t0.Add(off)) })
+		in.setActive(i, false)
+		if err != nil {
+			onErr(&ActionError{Fault: f, Err: err})
+			return
+		}
+		if ctx.Err() == nil {
+			in.record("fault_heal", f, nodes)
+		}
+		return
+	}
+	if err := each(nodes, func(n string) error { return k.Inject(ctx, in.lab, f, n) }); err != nil {
 		in.setActive(i, false)
 		onErr(&ActionError{Fault: f, Err: err})
 		return
@@ -183,11 +420,56 @@ func (in *Injector) runFault(ctx context.Context, i int, onErr func(error)) {
 	if !sleepUntil(ctx, in.t0.Add(f.At+f.For)) {
 		return
 	}
-	err := k.Fix(ctx, in.lab, f.Target)
+	err := each(nodes, func(n string) error { return k.Fix(ctx, in.lab, f, n) })
 	in.setActive(i, false)
 	if err != nil {
 		onErr(&ActionError{Fault: f, Fix: true, Err: err})
+		return
 	}
+	if k.Records {
+		in.record("fault_heal", f, nodes)
+	}
+}
+
+// each runs do for every node: directly for one, concurrently for several (a site goes down at one instant).
+func each(nodes []string, do func(string) error) error {
+	if len(nodes) == 1 {
+		return do(nodes[0])
+	}
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for j, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[j] = do(n)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// record writes a fault's inject ("fault") or heal ("fault_heal") event to the lab's events, when the lab
+// records events.
+func (in *Injector) record(kind string, f Fault, nodes []string) {
+	r, ok := in.lab.(EventRecorder)
+	if !ok {
+		return
+	}
+	fields := map[string]any{"fault": f.Kind, "target": f.Target, "nodes": nodes}
+	if f.For > 0 {
+		fields["for_s"] = f.For.Seconds()
+	}
+	if f.Mode != "" {
+		fields["mode"] = f.Mode
+	}
+	if f.Period > 0 {
+		fields["period_s"] = f.Period.Seconds()
+	}
+	if f.CPUPercent > 0 {
+		fields["cpu_percent"] = f.CPUPercent
+	}
+	r.Event(kind, fields)
 }
 
 func (in *Injector) setActive(i int, on bool) {

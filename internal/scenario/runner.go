@@ -508,6 +508,32 @@ func (a *announcingLab) Restart(ctx context.Context, n string) error {
 	return a.Lab.Restart(ctx, n)
 }
 
+// Event forwards a fault's event to the lab's events.
+func (a *announcingLab) Event(kind string, fields map[string]any) {
+	if r, ok := a.Lab.(EventRecorder); ok {
+		r.Event(kind, fields)
+	}
+}
+
+// Throttle and Unthrottle forward the slow fault to a lab that can limit CPU.
+func (a *announcingLab) Throttle(n string, cpuPercent int) error {
+	t, ok := a.Lab.(Throttler)
+	if !ok {
+		return fmt.Errorf("%w: the %T backend cannot limit a node's CPU", ErrUnsupported, a.Lab)
+	}
+	a.say(fmt.Sprintf("slow (%d%% CPU)", cpuPercent), n)
+	return t.Throttle(n, cpuPercent)
+}
+
+func (a *announcingLab) Unthrottle(n string) error {
+	t, ok := a.Lab.(Throttler)
+	if !ok {
+		return fmt.Errorf("%w: the %T backend cannot limit a node's CPU", ErrUnsupported, a.Lab)
+	}
+	a.say("unslow", n)
+	return t.Unthrottle(n)
+}
+
 // runJSON is scenario.json (docs/architecture.md, "Run-scenario files").
 type runJSON struct {
 	Name         string        `json:"name"`
@@ -532,6 +558,11 @@ type faultJSON struct {
 	Target string  `json:"target"`
 	AtS    float64 `json:"at_s"`
 	ForS   float64 `json:"for_s"` // 0: in place until the end of the run (or, for restart, instantaneous)
+	// Nodes are the nodes a pool or site target names (absent for a node target: the target itself).
+	Nodes      []string `json:"nodes,omitempty"`
+	Mode       string   `json:"mode,omitempty"`
+	PeriodS    float64  `json:"period_s,omitempty"`
+	CPUPercent int      `json:"cpu_percent,omitempty"`
 }
 
 type trafficJSON struct {
@@ -568,7 +599,12 @@ func (r *runner) writeScenarioJSON(runDir string, seed int64, t0, end time.Time)
 		j.EndNs = end.UnixNano()
 	}
 	for _, f := range sc.Faults {
-		j.Faults = append(j.Faults, faultJSON{Kind: f.Kind, Target: f.Target, AtS: f.At.Seconds(), ForS: f.For.Seconds()})
+		fj := faultJSON{Kind: f.Kind, Target: f.Target, AtS: f.At.Seconds(), ForS: f.For.Seconds(), Mode: f.Mode,
+			PeriodS: f.Period.Seconds(), CPUPercent: f.CPUPercent}
+		if nodes := f.targetNodes(); len(nodes) != 1 || nodes[0] != f.Target {
+			fj.Nodes = nodes
+		}
+		j.Faults = append(j.Faults, fj)
 	}
 	b, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {

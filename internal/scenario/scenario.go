@@ -73,14 +73,33 @@ type Traffic struct {
 
 // Fault is one fault of the schedule.
 type Fault struct {
-	// Kind is a registered fault kind (FaultKinds): kill, pause, stop, restart.
+	// Kind is a registered fault kind (FaultKinds): kill, pause, stop, restart, site-down, hss-down, dns-down,
+	// failback, flap, slow.
 	Kind string `yaml:"kind"`
-	// Target is a node of the topology (pcscf1, scscf2, icscf, hss, …).
+	// Target is a node of the topology (pcscf1, scscf2, icscf, hss, …), a pool (pcscf, scscf: every member) or a
+	// site (site:south: every node of the site). Some kinds take one node only; hss-down and dns-down default to
+	// the HSS and the DNS.
 	Target string `yaml:"target"`
 	// At is the offset from t0 at which the fault is injected.
 	At time.Duration `yaml:"at"`
 	// For is how long the fault lasts before it is fixed (the node restarted or resumed); 0 = until the end.
 	For time.Duration `yaml:"for"`
+	// Mode is hss-down's way down: kill (default) or pause.
+	Mode string `yaml:"mode,omitempty"`
+	// Period is flap's half cycle: the node is down for a period, then up for a period, … for For.
+	Period time.Duration `yaml:"period,omitempty"`
+	// CPUPercent is slow's share of one CPU (cpu.cfs_quota_us / cpu.cfs_period_us × 100).
+	CPUPercent int `yaml:"cpu_percent,omitempty"`
+	// Nodes are the nodes Target names, resolved by Scenario.Validate (empty: Target alone).
+	Nodes []string `yaml:"-"`
+}
+
+// targetNodes returns the nodes the fault acts on.
+func (f Fault) targetNodes() []string {
+	if len(f.Nodes) == 0 {
+		return []string{f.Target}
+	}
+	return f.Nodes
 }
 
 // String describes the fault in a few words: "kill pcscf1 at 20s for 10s".
@@ -88,6 +107,15 @@ func (f Fault) String() string {
 	s := fmt.Sprintf("%s %s at %s", f.Kind, f.Target, f.At)
 	if f.For > 0 {
 		s += " for " + f.For.String()
+	}
+	if f.Mode != "" {
+		s += " mode " + f.Mode
+	}
+	if f.Period > 0 {
+		s += " every " + f.Period.String()
+	}
+	if f.CPUPercent > 0 {
+		s += fmt.Sprintf(" at %d%% CPU", f.CPUPercent)
 	}
 	return s
 }
@@ -247,21 +275,30 @@ func (s *Scenario) validateFaults(v *validator) {
 		from, to time.Duration
 		i        int
 	}
-	byTarget := map[string][]span{}
-	for i, f := range s.Faults {
+	byNode := map[string][]span{}
+	for i := range s.Faults {
+		f := &s.Faults[i]
 		field := fmt.Sprintf("faults[%d]", i)
 		k, ok := faultKinds[f.Kind]
 		if !ok {
 			v.add(field+".kind", "%q is not a fault kind (%s)", f.Kind, strings.Join(FaultKindNames(), ", "))
 		}
+		if f.Target == "" && ok {
+			f.Target = defaultTarget(f.Kind, &s.Topology)
+		}
+		f.Nodes = nil
 		if f.Target == "" {
 			v.add(field+".target", "missing")
-		} else if _, ok := s.Topology.Node(f.Target); !ok {
-			var names []string
-			for _, n := range s.Topology.Nodes() {
-				names = append(names, n.Name)
+		} else if nodes, found := s.Topology.Target(f.Target); !found {
+			v.add(field+".target", "%q is not a node of the topology, a pool or a site (%s)", f.Target,
+				strings.Join(s.Topology.TargetNames(), ", "))
+		} else {
+			f.Nodes = nodes
+			if ok && k.check != nil {
+				if bad, msg := k.check(*f, nodes, &s.Topology); bad != "" {
+					v.add(field+"."+bad, "%s", msg)
+				}
 			}
-			v.add(field+".target", "%q is not a node of the topology (%s)", f.Target, strings.Join(names, ", "))
 		}
 		switch {
 		case f.At < 0:
@@ -269,11 +306,14 @@ func (s *Scenario) validateFaults(v *validator) {
 		case s.Duration > 0 && f.At >= s.Duration:
 			v.add(field+".at", "%s is not before the end of the run (duration %s)", f.At, s.Duration)
 		}
+		lasts := ok && (k.Fix != nil || k.Run != nil)
 		switch {
 		case f.For < 0:
 			v.add(field+".for", "must not be negative, is %s", f.For)
-		case f.For > 0 && ok && k.Fix == nil:
+		case f.For > 0 && ok && !lasts:
 			v.add(field+".for", "a %s fault has no duration (it is over once done); remove for", f.Kind)
+		case f.For == 0 && ok && (f.Kind == "failback" || f.Kind == "flap"):
+			v.add(field+".for", "missing: a %s fault needs for (when the member comes back for good)", f.Kind)
 		case f.For > 0 && s.Duration > 0 && f.At+f.For > s.Duration:
 			v.add(field+".for", "the fault would end at %s, after the end of the run (duration %s); omit for to "+
 				"leave it in place until the end", f.At+f.For, s.Duration)
@@ -282,17 +322,27 @@ func (s *Scenario) validateFaults(v *validator) {
 		if f.For > 0 {
 			end = f.At + f.For
 		}
-		if ok && k.Fix == nil {
+		if ok && !lasts {
 			end = f.At
 		}
-		byTarget[f.Target] = append(byTarget[f.Target], span{f.At, end, i})
+		for _, n := range f.targetNodes() {
+			byNode[n] = append(byNode[n], span{f.At, end, i})
+		}
 	}
-	for target, spans := range byTarget {
-		slices.SortFunc(spans, func(a, b span) int { return int(a.from - b.from) })
+	var nodes []string
+	for n := range byNode {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	reported := map[int]bool{}
+	for _, n := range nodes {
+		spans := byNode[n]
+		slices.SortStableFunc(spans, func(a, b span) int { return int(a.from - b.from) })
 		for j := 1; j < len(spans); j++ {
-			if spans[j].from <= spans[j-1].to {
+			if spans[j].from <= spans[j-1].to && !reported[spans[j].i] {
+				reported[spans[j].i] = true
 				v.add(fmt.Sprintf("faults[%d].at", spans[j].i), "%s overlaps faults[%d] on %s (one fault per node "+
-					"at a time)", spans[j].from, spans[j-1].i, target)
+					"at a time)", spans[j].from, spans[j-1].i, n)
 			}
 		}
 	}

@@ -127,7 +127,7 @@ topology:
 		Entry("short duration", "name: t\nduration: 0s\ntraffic: {phones: 1}\n", "line 2: duration: must be at least 1s"),
 		Entry("bad topology value", minimal+"topology:\n  pools: {pcscf: {size: 0}}\n", "line 6: topology.pools.pcscf.size"),
 		Entry("unknown fault kind", minimal+"faults:\n  - {kind: explode, target: pcscf1, at: 5s}\n",
-			`line 6: faults[0].kind: "explode" is not a fault kind (kill, pause, restart, stop)`),
+			`line 6: faults[0].kind: "explode" is not a fault kind (dns-down, failback, flap, hss-down, kill, pause, restart, site-down, slow, stop)`),
 		Entry("target not in the topology", minimal+"faults:\n  - {kind: kill, target: pcscf4, at: 5s}\n",
 			`line 6: faults[0].target: "pcscf4" is not a node of the topology`),
 		Entry("target outside a smaller pool", minimal+"topology: {pools: {scscf: {size: 2}}}\nfaults:\n  - {kind: kill, target: scscf3, at: 5s}\n",
@@ -140,6 +140,28 @@ topology:
 			"faults[0].for: a restart fault has no duration"),
 		Entry("overlapping faults on one node", minimal+"faults:\n  - {kind: kill, target: pcscf1, at: 5s}\n  - {kind: pause, target: pcscf1, at: 10s}\n",
 			"line 7: faults[1].at: 10s overlaps faults[0] on pcscf1"),
+		Entry("site-down on a node", minimal+"faults:\n  - {kind: site-down, target: pcscf1, at: 5s}\n",
+			`line 6: faults[0].target: "pcscf1": a site-down fault names a site (site:<name>)`),
+		Entry("unknown site", minimal+"faults:\n  - {kind: site-down, target: \"site:south\", at: 5s}\n",
+			`faults[0].target: "site:south" is not a node of the topology, a pool or a site (dnsd, hss, bac, pcscf1, pcscf2, pcscf3, icscf, scscf1, scscf2, scscf3, pcscf, scscf, site:default)`),
+		Entry("hss-down on another node", minimal+"faults:\n  - {kind: hss-down, target: icscf, at: 5s}\n",
+			`faults[0].target: "icscf" is a node of kind icscf; a hss-down fault acts on a hss`),
+		Entry("hss-down with a bad mode", minimal+"faults:\n  - {kind: hss-down, mode: freeze, at: 5s}\n",
+			`faults[0].mode: "freeze": must be kill or pause`),
+		Entry("failback without for", minimal+"faults:\n  - {kind: failback, target: pcscf1, at: 5s}\n",
+			`faults[0].for: missing: a failback fault needs for`),
+		Entry("failback of a pool", minimal+"faults:\n  - {kind: failback, target: pcscf, at: 5s, for: 5s}\n",
+			`faults[0].target: "pcscf": a failback fault acts on one node, not a pool or a site`),
+		Entry("flap without a period", minimal+"faults:\n  - {kind: flap, target: scscf1, at: 5s, for: 10s}\n",
+			`faults[0].period: missing`),
+		Entry("flap shorter than two periods", minimal+"faults:\n  - {kind: flap, target: scscf1, at: 5s, for: 5s, period: 3s}\n",
+			`faults[0].for: 5s: a flap lasts at least two periods`),
+		Entry("slow without a share", minimal+"faults:\n  - {kind: slow, target: pcscf1, at: 5s}\n",
+			`faults[0].cpu_percent: 0: must be 1..99`),
+		Entry("a parameter of another kind", minimal+"faults:\n  - {kind: kill, target: pcscf1, at: 5s, cpu_percent: 5}\n",
+			`faults[0].cpu_percent: only for slow`),
+		Entry("a pool fault overlapping a node fault", minimal+"faults:\n  - {kind: kill, target: pcscf2, at: 5s}\n  - {kind: pause, target: pcscf, at: 10s}\n",
+			"faults[1].at: 10s overlaps faults[0] on pcscf2"),
 		Entry("expectation without a value", minimal+"expectations:\n  - {metric: calls.failed, op: \"==\"}\n",
 			"line 6: expectations[0].value: missing"),
 		Entry("expectation with both values", minimal+"expectations:\n  - {metric: a, op: \"==\", value: 1, value_of: b}\n",
@@ -156,10 +178,11 @@ topology:
 	})
 
 	It("lists the fault kinds with a description each", func() {
-		Expect(scenario.FaultKindNames()).To(Equal([]string{"kill", "pause", "restart", "stop"}))
+		Expect(scenario.FaultKindNames()).To(Equal([]string{"dns-down", "failback", "flap", "hss-down", "kill", "pause",
+			"restart", "site-down", "slow", "stop"}))
 		for _, k := range scenario.FaultKinds() {
 			Expect(k.Doc).NotTo(BeEmpty())
-			Expect(k.Inject).NotTo(BeNil())
+			Expect(k.Inject != nil || k.Run != nil).To(BeTrue(), k.Name)
 		}
 	})
 })

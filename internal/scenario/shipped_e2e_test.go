@@ -633,4 +633,47 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 		// (time_to_detect_s is empty), and the takeover paths are what is checked.
 		passesWithTakeover(r, "")
 	})
+
+	// Issue 11: the faults that act on processes.
+	Context("failback-pcscf", func() {
+		r := run("failback-pcscf")
+		passesWithTakeover(r, "bac")
+		It("restarts pcscf1 empty, and it serves its old users again by restoring them (LIR UAT 2)", func() {
+			s := r()
+			Expect(s.sum.Faults[0].HealS).NotTo(BeNil(), "the heal was recorded")
+			heal := s.sum.StartNs + int64(*s.sum.Faults[0].HealS*1e9)
+			restored := 0
+			for _, e := range s.events["pcscf1"] {
+				if e.Kind == "restore" && e.TNs > heal {
+					restored++
+				}
+			}
+			Expect(restored).To(BeNumerically(">", 0), "pcscf1, back and empty, restored users on their calls")
+			Expect(s.metric("faults.0.after_heal.registrations")).To(BeZero(), "nobody registered again")
+		})
+	})
+
+	Context("gray-pcscf", func() {
+		BeforeAll(func() {
+			if _, err := os.Stat("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"); os.Geteuid() != 0 || err != nil {
+				if os.Getenv("IMSLAB_REQUIRE_CGROUP") == "1" {
+					Fail("gray-pcscf needs root and the cgroup v1 cpu controller (IMSLAB_REQUIRE_CGROUP=1)")
+				}
+				Skip("gray-pcscf needs root and the cgroup v1 cpu controller")
+			}
+		})
+		r := run("gray-pcscf")
+		It("passes its expectations: pcscf1 starved but alive, its users served late, and the cgroup is gone", func() {
+			s := r()
+			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), s.output)
+			var quota []int
+			for _, e := range readJSONL[map[string]any](filepath.Join(s.dir, "events", "lab.jsonl")) {
+				if e["kind"] == "cpu_limit" {
+					quota = append(quota, int(e["cpu_cfs_quota_us"].(float64)), int(e["cpu_cfs_period_us"].(float64)))
+					Expect(e["cgroup"]).NotTo(BeADirectory(), "healed: the cgroup is removed")
+				}
+			}
+			Expect(quota).To(Equal([]int{5000, 100000}), "5 %% of the CFS period, read back from the cgroup")
+		})
+	})
 })

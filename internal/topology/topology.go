@@ -58,6 +58,10 @@ type Topology struct {
 	// lab). The node addresses above are then core-network addresses, except the HSS's, which is on the Cx
 	// network.
 	Networks *Networks `yaml:"networks,omitempty"`
+	// Sites places every node in one named site; without sites every node is in site "default" (DefaultSite).
+	Sites []Site `yaml:"sites,omitempty"`
+	// LinksBetween are the links between sites (YAML key "links") with their impairments; see Links.
+	LinksBetween []Link `yaml:"links,omitempty"`
 }
 
 // DNS describes the lab's authoritative DNS server.

@@ -269,6 +269,8 @@ func (t *Topology) Validate() error {
 		}
 	}
 
+	v.sites(t)
+
 	keys := make([]string, 0, len(t.Overrides))
 	for k := range t.Overrides {
 		keys = append(keys, k)

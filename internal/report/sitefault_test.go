@@ -1,0 +1,41 @@
+package report_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/imslab/quasipool/internal/report"
+)
+
+var _ = Describe("a site fault", Label("unit"), func() {
+	It("affects the users of every node of the site, is detected per node, and counts calls during and after it", func() {
+		dir := GinkgoT().TempDir()
+		r := newRunDir(dir)
+		r.file("scenario.json", `{"name": "site-loss", "seed": 1, "start_ns": 1767000000000000000, "duration_s": 30,
+			"faults": [{"kind": "site-down", "target": "site:south", "at_s": 10, "for_s": 10, "nodes": ["pcscf3", "scscf3"]}]}`)
+		r.register(1, 1, "initial", "pcscf1", "scscf1", "ok")
+		r.register(2, 1, "initial", "pcscf3", "scscf1", "ok")
+		r.register(3, 1, "initial", "pcscf1", "scscf3", "ok")
+		r.event("lab", "fault", 10.2, map[string]any{"fault": "site-down", "target": "site:south", "nodes": []string{"pcscf3", "scscf3"}})
+		r.event("lab", "fault", 10.21, map[string]any{"fault": "kill", "target": "pcscf3"})
+		r.event("lab", "fault_heal", 20.3, map[string]any{"fault": "site-down", "target": "site:south"})
+		r.event("bac", "peer_state", 11.7, map[string]any{"peer": "pcscf3.ims.test", "state": "down"})
+		r.event("icscf", "peer_state", 12.0, map[string]any{"peer": "scscf3.ims.test", "state": "down"})
+		r.call("c1", 1, 2, 5, "ok", 100, true)
+		r.call("c2", 2, 3, 11, "408", 0, false)
+		r.call("c3", 2, 3, 15, "ok", 100, true)
+		r.call("c4", 3, 1, 25, "ok", 100, true)
+		r.write()
+		s, err := report.Build(dir)
+		Expect(err).NotTo(HaveOccurred())
+		f := s.Faults[0]
+		Expect(f.T0S).To(Equal(10.2))
+		Expect(f.Nodes).To(Equal([]string{"pcscf3", "scscf3"}))
+		Expect(*f.HealS).To(Equal(20.3))
+		Expect(s.AffectedIMPUs).To(ConsistOf(impu(2), impu(3)))
+		Expect(f.TimeToDetectS).To(Equal(map[string]float64{"bac": 1.5, "icscf": 1.8}))
+		Expect(*f.During).To(Equal(report.Window{FromS: 10.2, ToS: 20.2, Calls: 2, Answered: 1, Failed: 1, AnsweredInWindow: 1}))
+		Expect(*f.AfterHeal).To(Equal(report.Window{FromS: 20.3, ToS: 30, Calls: 1, Answered: 1, AnsweredInWindow: 1}))
+		Expect(lookup(s, "faults.0.during.answered")).To(Equal(1.0))
+	})
+})

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The table of the issue-11 process-fault scenarios in docs/results.md, read by jq from the committed runs'
+# summary.json and expectations.json (docs/results/issue11/<scenario>/): nothing is typed by hand.
+#
+#   scripts/issue11-results.sh              print the table from the committed summaries
+#   scripts/issue11-results.sh --run        run each scenario first (seed 42, local backend, as root for
+#                                           gray-pcscf; about 10 minutes) and commit-ready copy its summary
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=docs/results/issue11
+scenarios=(hss-outage failback-pcscf dns-outage site-loss flapping-scscf gray-pcscf)
+if [[ "${1:-}" == "--run" ]]; then
+  for s in "${scenarios[@]}"; do
+    go run ./cmd/imslab run "scenarios/$s.yaml" --seed 42 --out "runs/issue11-$s" >/dev/null || true
+    mkdir -p "$dir/$s"
+    cp "runs/issue11-$s/summary.json" "runs/issue11-$s/expectations.json" "$dir/$s/"
+  done
+fi
+echo "| scenario | fault (instant, heal) | affected users | calls during the fault: answered in it / all | after the heal: answered / all | MO / MT affected users served before re-registration | interruption p50 / max MO, MT (s) | time to detect (s) | expectations held |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for s in "${scenarios[@]}"; do
+  jq -r -n --slurpfile m "$dir/$s/summary.json" --slurpfile e "$dir/$s/expectations.json" --arg s "$s" '
+    def r: if . == null then "–" else ((. * 100 | round) / 100 | tostring) end;
+    def w(x): if x == null then "–" else "\(x.answered_in_window // x.answered) / \(x.calls)" end;
+    def wa(x): if x == null then "–" else "\(x.answered) / \(x.calls)" end;
+    $m[0] as $m | $e[0] as $e | $m.faults[0] as $f |
+    "| \($s) | \($f.kind) \($f.target) at \($f.t0_s | r) s" + (if $f.heal_s then ", healed \($f.heal_s | r) s" else "" end) +
+    (if ($m.faults | length) > 1 then " (+ " + ([$m.faults[1:][] | "\(.kind) \(.target) at \(.t0_s | r) s"] | join(", ")) + ")" else "" end) +
+    " | \($m.affected_users) | \(w($f.during)) | \(wa($f.after_heal)) " +
+    "| \($m.mo.affected_users_with_success) / \($m.mt.affected_users_with_success) " +
+    "| \($m.mo.interruption_s.p50 | r) / \($m.mo.interruption_s.max | r), \($m.mt.interruption_s.p50 | r) / \($m.mt.interruption_s.max | r) " +
+    "| " + ([$m.faults[] | .time_to_detect_s | to_entries[] | "\(.key) \(.value | r)"] | unique_by(split(" ")[0]) | join(", ") | if . == "" then "none" else . end) +
+    " | \([$e.results[] | select(.ok)] | length) / \($e.results | length)" +
+    (if $e.passed then "" else " (failed: " + ([$e.results[] | select(.ok | not) | .name] | join("; ")) + ")" end) + " |"'
+done
