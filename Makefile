@@ -4,7 +4,7 @@ IMAGE ?= imslab/quasipool:latest
 .PHONY: test lab-image compose compose-check up down scenario
 
 test:            ## the test suite (what .ci/run runs)
-	go test -race ./...
+	go test -race -p 1 ./...
 
 lab-image:       ## the lab image from static binaries built here, FROM scratch: works offline
 	go run ./cmd/imslab image --tag $(IMAGE)
