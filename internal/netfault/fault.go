@@ -68,6 +68,7 @@ type object interface {
 type Fault struct {
 	spec Spec
 	ex   Exec
+	path string // the namespace file, for faults that keep a socket in the namespace ("" when unknown)
 	obj  object
 
 	mu      sync.Mutex
@@ -76,14 +77,19 @@ type Fault struct {
 }
 
 // New binds spec to the namespace reached through ex.
-func New(ex Exec, spec Spec) (*Fault, error) {
+func New(ex Exec, spec Spec) (*Fault, error) { return NewAt(ex, "", spec) }
+
+// NewAt binds spec to the namespace reached through ex whose namespace file is
+// path (/run/netns/NAME, /proc/PID/ns/net). Faults that hold a socket in the
+// namespace need the path; for the others it may be "".
+func NewAt(ex Exec, path string, spec Spec) (*Fault, error) {
 	if ex == nil {
 		return nil, fmt.Errorf("%w: nil Exec", ErrInvalid)
 	}
 	if err := spec.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, spec, err)
 	}
-	return &Fault{spec: spec, ex: ex, obj: spec.object()}, nil
+	return &Fault{spec: spec, ex: ex, path: path, obj: spec.object()}, nil
 }
 
 func (f *Fault) String() string { return f.spec.String() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -39,10 +40,15 @@ func (r Rate) object() object {
 // Delay adds Delay (and a uniform Jitter) to every packet leaving Device, with
 // netem as the root qdisc. It needs CONFIG_NET_SCH_NETEM; without it Apply
 // returns an error wrapping ErrUnsupported and changes nothing.
+//
+// Peers, when set, limits the delay to packets to (Direction Out, the
+// default for a delay) or from (In) those prefixes.
 type Delay struct {
-	Device string
-	Delay  time.Duration
-	Jitter time.Duration
+	Device    string
+	Delay     time.Duration
+	Jitter    time.Duration
+	Peers     []netip.Prefix
+	Direction Direction
 }
 
 func (d Delay) String() string {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/imslab/quasipool/internal/netfault"
 	"github.com/imslab/quasipool/internal/topology"
 )
 
@@ -265,6 +267,19 @@ var ErrUnsupported = errors.New("fault not supported")
 type Throttler interface {
 	Throttle(node string, cpuPercent int) error
 	Unthrottle(node string) error
+}
+
+// NetLab is a lab that can apply network faults in its nodes' network namespaces (the namespace backend of
+// internal/lab, the compose backend). A lab without it (the plain local backend, every node on 127.0.0.1) cannot
+// run a scenario with a network fault.
+type NetLab interface {
+	// NetCheck returns nil when network faults can be applied, or an error that says what is needed.
+	NetCheck() error
+	// NetAddrs returns the addresses a node is reached at (every network it is on).
+	NetAddrs(node string) ([]netip.Addr, error)
+	// ApplyNet applies spec in node's network namespace under key (netfault.Set.Apply); HealNet heals it.
+	ApplyNet(ctx context.Context, node, key string, spec netfault.Spec) error
+	HealNet(ctx context.Context, node, key string) error
 }
 
 // EventRecorder records an event in the lab's events (events/lab.jsonl).

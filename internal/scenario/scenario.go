@@ -90,6 +90,26 @@ type Fault struct {
 	Period time.Duration `yaml:"period,omitempty"`
 	// CPUPercent is slow's share of one CPU (cpu.cfs_quota_us / cpu.cfs_period_us × 100).
 	CPUPercent int `yaml:"cpu_percent,omitempty"`
+
+	// Network faults (partition, isolate, site-isolate, loss, rate, delay; docs/faults.md). They need a backend
+	// that runs every node in its own network namespace (imslab run --netns, or compose).
+
+	// Peers is the other side of a partition (nodes, pools, site:<name>); for loss, rate and delay it limits the
+	// fault to traffic to/from those nodes (empty: all of the node's traffic).
+	Peers []string `yaml:"peers,omitempty"`
+	// Direction is the traffic a network fault affects, seen from the target: both (default), in, out.
+	Direction string `yaml:"direction,omitempty"`
+	// Reject answers with ICMP port unreachable / TCP reset instead of the default silent drop.
+	Reject bool `yaml:"reject,omitempty"`
+	// Loss is loss's share of packets dropped, in percent (0 < loss <= 100).
+	Loss float64 `yaml:"loss,omitempty"`
+	// Rate is rate's bandwidth in tc syntax ("800kbit", "1mbit").
+	Rate string `yaml:"rate,omitempty"`
+	// Delay and DelayJitter are delay's one-way added delay and its uniform variation (± DelayJitter).
+	Delay       time.Duration `yaml:"delay,omitempty"`
+	DelayJitter time.Duration `yaml:"delay_jitter,omitempty"`
+	// PeerNodes are the nodes Peers names, resolved by Scenario.Validate.
+	PeerNodes []string `yaml:"-"`
 	// Nodes are the nodes Target names, resolved by Scenario.Validate (empty: Target alone).
 	Nodes []string `yaml:"-"`
 }
