@@ -33,7 +33,7 @@ func build(_ context.Context, s *nfrun.Stack) (nfrun.Runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		tracer, err := obs.OpenTracer(accessTraceFile(s.Cfg.TraceFile), s.Cfg.Name)
+		tracer, err := obs.OpenTracer(accessTraceFile(s.Cfg.TraceFile), s.Cfg.Name, s.Cfg.TraceMaxBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -53,13 +53,14 @@ func build(_ context.Context, s *nfrun.Stack) (nfrun.Runner, error) {
 	return r, nil
 }
 
-// accessTraceFile is where the access socket's datagrams are recorded: next to the node's trace file
-// (trace/bac.jsonl → trace/bac-access.jsonl; the lines carry the node name, the report reads every file).
+// accessTraceFile is where the access socket's datagrams are recorded: next to the node's trace
+// (trace/bac.pcapng → trace/bac-access.001.pcapng, …; the files name the node in their interface, the report reads
+// every file).
 func accessTraceFile(main string) string {
 	if main == "" {
 		return ""
 	}
-	return strings.TrimSuffix(main, ".jsonl") + "-access.jsonl"
+	return strings.TrimSuffix(strings.TrimSuffix(main, ".pcapng"), ".jsonl") + "-access.pcapng"
 }
 
 // runner serves the access endpoint (when there is one) beside the node; nfrun serves the core endpoint.

@@ -205,7 +205,7 @@ var _ = Describe("the generated compose lab", func() {
 		Expect(nc.Listen).To(Equal("172.28.89.11:5060"))
 		Expect(nc.DNSServer).To(Equal("172.28.89.2:53"))
 		Expect(nc.EventsFile).To(Equal("/data/events/pcscf1.jsonl"))
-		Expect(nc.TraceFile).To(Equal("/data/trace/pcscf1.jsonl"))
+		Expect(nc.TraceFile).To(Equal("/data/trace/pcscf1.pcapng"))
 		dn, err := topology.ParseNodeConfig(b.Files["config/dnsd.yaml"])
 		Expect(err).NotTo(HaveOccurred())
 		Expect(dn.DNS.Topology).To(Equal("/lab/topology.yaml"))

@@ -34,8 +34,10 @@ type Config struct {
 	CapabilitySets map[string]cx.ServerCapabilities `yaml:"capability_sets"`
 	// EventsFile receives one JSON line per answered request ("" = none, "-" = stdout).
 	EventsFile string `yaml:"events_file"`
-	// TraceFile receives every Diameter message, both directions, one JSON line each ("" = none).
-	TraceFile string `yaml:"trace_file"`
+	// TraceFile names the trace of every Diameter message, both directions, as pcapng segments (obs.Tracer; ""
+	// = none); TraceMaxBytes bounds them (0: obs.DefaultTraceMaxBytes).
+	TraceFile     string `yaml:"trace_file"`
+	TraceMaxBytes int64  `yaml:"trace_max_bytes"`
 	// UnsafeNoSync skips fsync: a crash of the machine (not of the process) may lose writes. Benchmarks only.
 	UnsafeNoSync bool `yaml:"unsafe_no_sync"`
 	// MaxConcurrentHandlers bounds the requests in progress per Diameter connection (default 256).

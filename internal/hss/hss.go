@@ -84,7 +84,7 @@ func (n *Node) Run(ctx context.Context) error {
 			return fmt.Errorf("hss: http_listen: %w", err)
 		}
 	}
-	tracer, err := obs.OpenTracer(n.cfg.TraceFile, "hss")
+	tracer, err := obs.OpenTracer(n.cfg.TraceFile, "hss", n.cfg.TraceMaxBytes)
 	if err != nil {
 		return fmt.Errorf("hss: %w", err)
 	}

@@ -89,6 +89,7 @@ func hssConfig(nc *topology.NodeConfig) hss.Config {
 	c.SubscribersFile = nc.HSS.SubscribersFile
 	c.EventsFile = nc.EventsFile
 	c.TraceFile = nc.TraceFile
+	c.TraceMaxBytes = nc.TraceMaxBytes
 	c.Log.Format = nc.Log.Format
 	c.Log.Level = nc.Log.Level
 	if nc.Trust != nil {

@@ -60,7 +60,7 @@ func Setup(cfg *topology.NodeConfig) (*Stack, error) {
 		rec.Close()
 		return nil, err
 	}
-	tracer, err := obs.OpenTracer(cfg.TraceFile, cfg.Name)
+	tracer, err := obs.OpenTracer(cfg.TraceFile, cfg.Name, cfg.TraceMaxBytes)
 	if err != nil {
 		rec.Close()
 		return nil, err

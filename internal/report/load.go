@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/imslab/quasipool/internal/obs"
 )
 
 // scenarioFile is the part of <run-dir>/scenario.json the report reads (docs/architecture.md, "Run-scenario
@@ -87,7 +89,8 @@ type event struct {
 	Remote string `json:"remote"`
 }
 
-// traceLine is one line of trace/<node>.jsonl (docs/architecture.md, "Message trace").
+// traceLine is one message of the nodes' traces: a packet of trace/<node>.NNN.pcapng, or a line of
+// trace/<node>.jsonl in runs recorded before the traces became pcapng (docs/architecture.md, "Message trace").
 type traceLine struct {
 	TNs   int64  `json:"t_ns"`
 	Node  string `json:"node"`
@@ -142,7 +145,10 @@ func loadRun(dir string) (*run, error) {
 	if err := readDir(filepath.Join(dir, "events"), &r.events, &r.warnings); err != nil {
 		return nil, err
 	}
-	if err := readDir(filepath.Join(dir, "trace"), &r.trace, &r.warnings); err != nil {
+	if err := readDir(filepath.Join(dir, "trace"), &r.trace, &r.warnings); err != nil { // older runs: JSON lines
+		return nil, err
+	}
+	if err := r.readTrace(filepath.Join(dir, "trace")); err != nil {
 		return nil, err
 	}
 	if err := r.readConfigs(); err != nil {
@@ -286,4 +292,23 @@ func hostNode(h string) string {
 		h = h[:i]
 	}
 	return h
+}
+
+// readTrace reads the pcapng segments of the trace directory; a node whose trace wrapped (its oldest segments
+// deleted to stay within its budget) and a segment torn by a kill are warnings.
+func (r *run) readTrace(dir string) error {
+	lines, wrapped, warnings, err := obs.ReadTraceDir(dir)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	for _, l := range lines {
+		r.trace = append(r.trace, traceLine(l))
+	}
+	for _, w := range wrapped {
+		r.warnings = append(r.warnings, fmt.Sprintf("the trace of %s wrapped: its oldest messages were dropped to "+
+			"stay within the trace budget (topology trace.max_mb), so ladder diagrams and trace.pcap miss them",
+			filepath.Base(w)))
+	}
+	r.warnings = append(r.warnings, warnings...)
+	return nil
 }

@@ -52,7 +52,7 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 
 		// The same run directory as the local backend.
 		for _, f := range []string{"summary.json", "calls.csv", "events.jsonl", "report.md", "report.html", "trace.pcap",
-			"scenario.json", "records.jsonl", "logs/pcscf2.log", "events/lab.jsonl", "trace/bac.jsonl"} {
+			"scenario.json", "records.jsonl", "logs/pcscf2.log", "events/lab.jsonl", "trace/bac.001.pcapng"} {
 			Expect(filepath.Join(dir, f)).To(BeAnExistingFile())
 		}
 		b, err := os.ReadFile(filepath.Join(dir, "scenario.json"))

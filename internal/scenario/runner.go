@@ -391,7 +391,11 @@ func (r *runner) evaluate(o *Outcome) (*Outcome, error) {
 	if !o.Passed {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(r.out.w, "%s: %s (seed %d); run dir %s\n", r.sc.Name, verdict, o.Seed, o.RunDir)
+	size := ""
+	if n, err := obs.DirSize(o.RunDir); err == nil {
+		size = fmt.Sprintf(" (%.1f MiB)", float64(n)/(1<<20))
+	}
+	fmt.Fprintf(r.out.w, "%s: %s (seed %d); run dir %s%s\n", r.sc.Name, verdict, o.Seed, o.RunDir, size)
 	r.out.mu.Unlock()
 	b, err := json.MarshalIndent(o, "", "  ")
 	if err != nil {

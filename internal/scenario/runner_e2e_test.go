@@ -171,7 +171,7 @@ expectations:
 			recs := readJSONL[map[string]any](filepath.Join(runDir, "records.jsonl"))
 			Expect(recs).NotTo(BeEmpty())
 			Expect(filepath.Join(runDir, "events", "ue.jsonl")).To(BeAnExistingFile())
-			Expect(filepath.Join(runDir, "trace", "pcscf2.jsonl")).To(BeAnExistingFile())
+			Expect(filepath.Join(runDir, "trace", "pcscf2.001.pcapng")).To(BeAnExistingFile())
 			Expect(filepath.Join(runDir, "logs", "ue.log")).To(BeAnExistingFile())
 		})
 })

@@ -3,7 +3,6 @@ package scenario_test
 import (
 	"bufio"
 	"cmp"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/imslab/quasipool/internal/lab"
+	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
 	"github.com/imslab/quasipool/internal/ue"
@@ -239,51 +239,36 @@ func (r *shippedRun) load(sc *scenario.Scenario) {
 	// both. Each line is stamped after the socket call returned, so the receiver's line can come before the
 	// sender's; the earlier of the two keeps cause before effect.
 	seen := map[string]int{}
-	traces, err := filepath.Glob(filepath.Join(r.dir, "trace", "*.jsonl"))
+	lines, _, _, err := obs.ReadTraceDir(filepath.Join(r.dir, "trace"))
 	Expect(err).NotTo(HaveOccurred())
-	for _, p := range traces {
-		eachLine(p, func(line []byte) {
-			var t struct {
-				TNs   int64  `json:"t_ns"`
-				Node  string `json:"node"`
-				Proto string `json:"proto"`
-				Dir   string `json:"dir"`
-				Src   string `json:"src"`
-				Dst   string `json:"dst"`
-				Data  string `json:"data"`
-			}
-			if json.Unmarshal(line, &t) != nil || t.Proto != "sip" { // a torn last line of a killed node
-				return
-			}
-			data, err := base64.StdEncoding.DecodeString(t.Data)
-			if err != nil || !strings.HasPrefix(string(data), "INVITE ") {
-				return
-			}
-			h := sipHop{TNs: t.TNs}
-			if t.Dir == "out" {
-				h.From, h.To = t.Node, nodeOf(t.Dst)
-			} else {
-				h.From, h.To, h.Received = nodeOf(t.Src), t.Node, true
-			}
-			key := h.From + " " + h.To + " " + t.Data
-			if i, ok := seen[key]; ok {
-				r.invites[i].TNs = min(r.invites[i].TNs, h.TNs)
-				r.invites[i].Received = r.invites[i].Received || h.Received
-				return
-			}
-			m, err := sip.ParseMessage(data)
-			Expect(err).NotTo(HaveOccurred(), "%s: %s", p, data)
-			req, ok := m.(*sip.Request)
-			Expect(ok).To(BeTrue())
-			h.CallID = req.CallID().Value()
-			for _, rh := range req.GetHeaders("Route") {
-				route, ok := rh.(*sip.RouteHeader)
-				Expect(ok).To(BeTrue(), "Route %s", rh.Value())
-				h.Routes = append(h.Routes, route.Address)
-			}
-			seen[key] = len(r.invites)
-			r.invites = append(r.invites, h)
-		})
+	for _, t := range lines {
+		if t.Proto != "sip" || !strings.HasPrefix(string(t.Data), "INVITE ") {
+			continue
+		}
+		h := sipHop{TNs: t.TNs}
+		if t.Dir == "out" {
+			h.From, h.To = t.Node, nodeOf(t.Dst)
+		} else {
+			h.From, h.To, h.Received = nodeOf(t.Src), t.Node, true
+		}
+		key := h.From + " " + h.To + " " + string(t.Data)
+		if i, ok := seen[key]; ok {
+			r.invites[i].TNs = min(r.invites[i].TNs, h.TNs)
+			r.invites[i].Received = r.invites[i].Received || h.Received
+			continue
+		}
+		m, err := sip.ParseMessage(t.Data)
+		Expect(err).NotTo(HaveOccurred(), "%s: %s", t.Node, t.Data)
+		req, ok := m.(*sip.Request)
+		Expect(ok).To(BeTrue())
+		h.CallID = req.CallID().Value()
+		for _, rh := range req.GetHeaders("Route") {
+			route, ok := rh.(*sip.RouteHeader)
+			Expect(ok).To(BeTrue(), "Route %s", rh.Value())
+			h.Routes = append(h.Routes, route.Address)
+		}
+		seen[key] = len(r.invites)
+		r.invites = append(r.invites, h)
 	}
 	Expect(r.invites).NotTo(BeEmpty())
 	slices.SortStableFunc(r.invites, func(a, b sipHop) int { return cmp.Compare(a.TNs, b.TNs) })

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -138,7 +139,7 @@ func (c *tracingConn) ReadFrom(b []byte) (int, net.Addr, error) {
 	n, addr, err := c.PacketConn.ReadFrom(b)
 	if err == nil {
 		if t := c.tracer.Load(); t != nil {
-			t.Record("sip", "in", addr.String(), c.LocalAddr().String(), b[:n])
+			t.RecordAddr("sip", "in", addrPort(addr), addrPort(c.LocalAddr()), b[:n])
 		}
 	}
 	return n, addr, err
@@ -148,10 +149,19 @@ func (c *tracingConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	n, err := c.PacketConn.WriteTo(b, addr)
 	if err == nil {
 		if t := c.tracer.Load(); t != nil {
-			t.Record("sip", "out", c.LocalAddr().String(), addr.String(), b[:n])
+			t.RecordAddr("sip", "out", addrPort(c.LocalAddr()), addrPort(addr), b[:n])
 		}
 	}
 	return n, err
+}
+
+// addrPort is a UDP address as netip.AddrPort without formatting it (the zero value for another kind of address).
+func addrPort(a net.Addr) netip.AddrPort {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return u.AddrPort()
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return ap
 }
 
 // Bind makes an outgoing request leave from the endpoint's socket.

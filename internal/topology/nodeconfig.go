@@ -37,10 +37,12 @@ type NodeConfig struct {
 	Registration Registration `yaml:"registration"`
 	// EventsFile receives the node's events, one JSON line each ("" = none).
 	EventsFile string `yaml:"events_file,omitempty"`
-	// TraceFile receives every SIP datagram and Diameter message the node sends or receives, one JSON line each
-	// (docs/architecture.md, "Message trace"); "" = none.
-	TraceFile string `yaml:"trace_file,omitempty"`
-	Log       Log    `yaml:"log"`
+	// TraceFile names the node's message trace: every SIP datagram and Diameter message it sends or receives, as
+	// pcapng segments <TraceFile without extension>.001.pcapng, … (docs/architecture.md, "Message trace"); "" =
+	// none. TraceMaxBytes bounds the node's trace files (0: obs.DefaultTraceMaxBytes).
+	TraceFile     string `yaml:"trace_file,omitempty"`
+	TraceMaxBytes int64  `yaml:"trace_max_bytes,omitempty"`
+	Log           Log    `yaml:"log"`
 
 	// Peers names what the node resolves to reach the others.
 	Peers Peers `yaml:"peers,omitempty"`
@@ -130,7 +132,10 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 	}
 	if o.runDir != "" {
 		c.EventsFile = filepath.Join(o.runDir, "events", n.Name+".jsonl")
-		c.TraceFile = filepath.Join(o.runDir, "trace", n.Name+".jsonl")
+		if !t.Trace.Off {
+			c.TraceFile = filepath.Join(o.runDir, "trace", n.Name+".pcapng")
+			c.TraceMaxBytes = int64(t.Trace.MaxMB) << 20
+		}
 	}
 	icscf := t.FQDN(t.ICSCF.Host)
 	hssSRV := DiameterSRV(t.FQDN(t.HSS.Host))

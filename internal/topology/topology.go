@@ -52,6 +52,8 @@ type Topology struct {
 	Probing      Probing      `yaml:"probing"`
 	Registration Registration `yaml:"registration"`
 	Log          Log          `yaml:"log"`
+	// Trace bounds or switches off the nodes' message traces (docs/architecture.md, "Message trace").
+	Trace Trace `yaml:"trace,omitempty"`
 	// Overrides holds per-node overrides (YAML key "nodes") keyed by node name (pcscf1, icscf, …).
 	Overrides map[string]Override `yaml:"nodes,omitempty"`
 	// Networks are the separate networks of a container lab (set by ForContainers; nil = one network, the local
@@ -282,4 +284,13 @@ func (t *Topology) pool(k Kind) (*Pool, bool) {
 		return &t.Pools.SCSCF, true
 	}
 	return nil, false
+}
+
+// Trace configures the message trace every node writes under <run-dir>/trace/.
+type Trace struct {
+	// Off switches tracing off (load runs): no trace files, no ladder diagrams or trace.pcapng in the report.
+	Off bool `yaml:"off,omitempty"`
+	// MaxMB is each node's trace budget in MiB (default 128): past it the oldest segments are deleted, and the
+	// report says the trace wrapped.
+	MaxMB int `yaml:"max_mb,omitempty"`
 }
