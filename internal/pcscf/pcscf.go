@@ -393,7 +393,11 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 			}
 		}
 		o := n.toSCSCF(ctx, stx, viaSR, first.Host)
-		if !o.Retryable() || (!*n.cfg.Restore && o.Final != nil) {
+		// Only silence means the S-CSCF is unreachable (no answer, a transport error, every member down): a
+		// 408/503/504 that a live S-CSCF relays (the terminating side failed, the HSS is down) is the answer to
+		// this call, and a restoration through the I-CSCF would need the same failed part again (issue 11's
+		// hss-outage: 1,298 useless restorations in a 20 s HSS outage before this rule).
+		if o.Final != nil || !o.Retryable() {
 			n.px.Finish(stx, req, o)
 			return
 		}

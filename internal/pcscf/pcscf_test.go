@@ -211,6 +211,16 @@ var _ = Describe("P-CSCF", Label("integration"), func() {
 				Expect(l.ev.Of("restore")).To(ContainElement(HaveKeyWithValue("reason", "scscf_unreachable")))
 			}, SpecTimeout(10*time.Second))
 
+			It("relays a 504 the caller's live S-CSCF answers, without a restoration (the failure is beyond it)", func(ctx SpecContext) {
+				Expect(l.register(user1, token1).StatusCode).To(Equal(200))
+				l.scscf1.OnRequest(func(*sip.Request) (int, []sip.Header) { return 504, nil }) // e.g. the HSS is down
+				res := l.bac.MustSend(invite("P-Preferred-Identity: <"+user1+">", "Contact: <"+token1+">"), l.addr)
+				Expect(res.StatusCode).To(Equal(504))
+				Expect(sipx.IsRestoration(res)).To(BeFalse(), "not the 3GPP restoration body: the phone must not re-register")
+				Expect(l.icscf.Count(sip.INVITE)).To(Equal(0), "no restoration through the I-CSCF")
+				Expect(l.ev.Of("restore")).To(BeEmpty())
+			}, SpecTimeout(10*time.Second))
+
 			It("refuses an originating request from a stranger (attack 2 without the BAC): nothing forwarded", func(ctx SpecContext) {
 				Expect(l.register(user1, token1).StatusCode).To(Equal(200))
 				res := l.stranger.MustSend(invite("P-Preferred-Identity: <"+user1+">", "P-Asserted-Identity: <"+user1+">"), l.addr)
