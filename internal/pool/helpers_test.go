@@ -187,6 +187,8 @@ type testDNS struct {
 	seen     []string            // "udp SRV _sip._udp.pcscf.ims.test."
 
 	udpQueries, tcpQueries atomic.Int64
+	// silent: the server reads queries and answers nothing (dead); servfail: it answers SERVFAIL.
+	silent, servfail atomic.Bool
 }
 
 func startDNS() *testDNS {
@@ -280,8 +282,16 @@ func (s *testDNS) Seen() []string {
 func key(name string, t uint16) string { return dns.CanonicalName(name) + "/" + dns.TypeToString[t] }
 
 func (s *testDNS) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+	if s.silent.Load() {
+		return
+	}
 	m := new(dns.Msg)
 	m.SetReply(r)
+	if s.servfail.Load() {
+		m.SetRcode(r, dns.RcodeServerFailure)
+		_ = w.WriteMsg(m)
+		return
+	}
 	m.Authoritative = true
 	if len(r.Question) != 1 {
 		m.SetRcode(r, dns.RcodeFormatError)

@@ -41,10 +41,16 @@ const (
 )
 
 // DNSResolver asks one DNS server directly with miekg/dns: UDP first, TCP again when the answer is truncated. It
-// never uses the system resolver, /etc/hosts or sipgo's resolver. Answers are cached for their TTL at most (the
-// smallest TTL of the records a result was built from, counted from the moment the query was sent), so a cached
-// answer is never served after its TTL; TTL 0 answers and negative answers are not cached. It is safe for
-// concurrent use.
+// never uses the system resolver, /etc/hosts or sipgo's resolver. Answers are cached for their TTL (the smallest
+// TTL of the records a result was built from, counted from the moment the query was sent); TTL 0 answers and
+// negative answers are not cached.
+//
+// Serve-stale (RFC 8767): an answer is kept for WithServeStale's max-stale (default 1 h) after its TTL. When the
+// server does not answer (timeout, network error, SERVFAIL, REFUSED) and such an expired answer exists, it is
+// served instead of an error, and for the failure-recheck period (default 5 s) later lookups of that name get the
+// stale answer at once, without waiting for another query to time out. An authoritative "no such name" is never
+// overridden. Without it a dead DNS server stops every new call one TTL after it dies (issue 11's dns-outage).
+// It is safe for concurrent use.
 type DNSResolver struct {
 	server   string
 	timeout  time.Duration
@@ -52,8 +58,12 @@ type DNSResolver struct {
 	clock    Clock
 	udp, tcp *dns.Client
 
+	maxStale time.Duration // 0: no serve-stale
+	recheck  time.Duration
+
 	queries atomic.Uint64
 	hits    atomic.Uint64
+	stale   atomic.Uint64
 
 	mu    sync.Mutex
 	cache map[cacheKey]cacheEntry
@@ -68,6 +78,8 @@ type cacheEntry struct {
 	targets []Target // SRV
 	ip      string   // A
 	expires time.Time
+	// failedUntil: the server failed to refresh this expired entry; until then it is served stale without a query.
+	failedUntil time.Time
 }
 
 // ResolverOption configures a DNSResolver.
@@ -91,6 +103,20 @@ func WithCacheSize(n int) ResolverOption {
 	}
 }
 
+// WithServeStale sets how long after its TTL an answer may still be served when the server does not answer
+// (maxStale; 0 disables serve-stale) and how long, after a failed refresh, the stale answer is served without
+// asking again (recheck). RFC 8767 suggests 1–3 days and 30 s; the lab's defaults are 1 h and 5 s.
+func WithServeStale(maxStale, recheck time.Duration) ResolverOption {
+	return func(r *DNSResolver) {
+		if maxStale >= 0 {
+			r.maxStale = maxStale
+		}
+		if recheck > 0 {
+			r.recheck = recheck
+		}
+	}
+}
+
 // WithResolverClock sets the clock cache expiry is measured with (tests). Query timeouts use the system clock.
 func WithResolverClock(c Clock) ResolverOption {
 	return func(r *DNSResolver) {
@@ -110,6 +136,8 @@ func NewDNSResolver(server string, opts ...ResolverOption) *DNSResolver {
 		udp:      &dns.Client{Net: "udp", UDPSize: ednsUDPSize},
 		tcp:      &dns.Client{Net: "tcp"},
 		cache:    map[cacheKey]cacheEntry{},
+		maxStale: DefaultMaxStale,
+		recheck:  DefaultStaleRecheck,
 	}
 	for _, o := range opts {
 		o(r)
@@ -121,8 +149,17 @@ func NewDNSResolver(server string, opts ...ResolverOption) *DNSResolver {
 // twice; cache hits count nothing). It is the resolver's part of the signalling-cost KPI.
 func (r *DNSResolver) Queries() uint64 { return r.queries.Load() }
 
-// CacheHits returns how many lookups were answered from the cache.
+// CacheHits returns how many lookups were answered from the cache (fresh answers).
 func (r *DNSResolver) CacheHits() uint64 { return r.hits.Load() }
+
+// StaleServed returns how many lookups were answered with an expired answer because the server did not answer.
+func (r *DNSResolver) StaleServed() uint64 { return r.stale.Load() }
+
+// Defaults of serve-stale (WithServeStale).
+const (
+	DefaultMaxStale     = time.Hour
+	DefaultStaleRecheck = 5 * time.Second
+)
 
 // LookupSRV implements Resolver. Targets come in answer order with the addresses from the additional section, or
 // from an A query per target when the additional section lacks them (the first A record of a target is used). A
@@ -136,6 +173,9 @@ func (r *DNSResolver) LookupSRV(ctx context.Context, name string) ([]Target, err
 	sent := r.clock.Now()
 	resp, err := r.exchange(ctx, key.name, dns.TypeSRV)
 	if err != nil {
+		if e, ok := r.serveStale(key, err); ok {
+			return slices.Clone(e.targets), nil
+		}
 		return nil, err
 	}
 	minTTL := ^uint32(0)
@@ -219,6 +259,9 @@ func (r *DNSResolver) lookupA(ctx context.Context, name string) (cacheEntry, err
 	sent := r.clock.Now()
 	resp, err := r.exchange(ctx, name, dns.TypeA)
 	if err != nil {
+		if e, ok := r.serveStale(key, err); ok {
+			return e, nil
+		}
 		return cacheEntry{}, err
 	}
 	for _, rr := range resp.Answer {
@@ -249,9 +292,33 @@ func (r *DNSResolver) exchange(ctx context.Context, name string, qtype uint16) (
 	case dns.RcodeNameError:
 		return nil, fmt.Errorf("pool: dns %s %s: %w", dns.TypeToString[qtype], name, ErrNotFound)
 	default:
-		return nil, fmt.Errorf("pool: dns %s %s via %s: rcode %s", dns.TypeToString[qtype], name, r.server,
-			dns.RcodeToString[resp.Rcode])
+		return nil, fmt.Errorf("pool: dns %s %s via %s: rcode %s: %w", dns.TypeToString[qtype], name, r.server,
+			dns.RcodeToString[resp.Rcode], errServerFailed)
 	}
+}
+
+// errServerFailed marks an answer that says the server could not answer (SERVFAIL, REFUSED, …): like no answer
+// at all, it lets a stale answer be served.
+var errServerFailed = errors.New("server failed")
+
+// serveStale returns the expired answer for key when the lookup failed because the server did not answer
+// (not for an authoritative "no such name") and the answer expired less than maxStale ago; it starts the
+// failure-recheck period of the entry.
+func (r *DNSResolver) serveStale(key cacheKey, err error) (cacheEntry, bool) {
+	if r.maxStale == 0 || r.maxCache == 0 || errors.Is(err, ErrNotFound) {
+		return cacheEntry{}, false
+	}
+	now := r.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.cache[key]
+	if !ok || now.After(e.expires.Add(r.maxStale)) {
+		return cacheEntry{}, false
+	}
+	e.failedUntil = now.Add(r.recheck)
+	r.cache[key] = e
+	r.stale.Add(1)
+	return e, true
 }
 
 func (r *DNSResolver) exchangeOnce(ctx context.Context, c *dns.Client, m *dns.Msg) (*dns.Msg, error) {
@@ -277,7 +344,13 @@ func (r *DNSResolver) cached(key cacheKey) (cacheEntry, bool) {
 		return cacheEntry{}, false
 	}
 	if !now.Before(e.expires) {
-		delete(r.cache, key)
+		if now.Before(e.failedUntil) { // the server failed a moment ago: stale at once, no query
+			r.stale.Add(1)
+			return e, true
+		}
+		if r.maxStale == 0 || now.After(e.expires.Add(r.maxStale)) {
+			delete(r.cache, key)
+		}
 		return cacheEntry{}, false
 	}
 	r.hits.Add(1)
@@ -296,7 +369,7 @@ func (r *DNSResolver) store(key cacheKey, e cacheEntry) {
 	defer r.mu.Unlock()
 	if _, ok := r.cache[key]; !ok && len(r.cache) >= r.maxCache {
 		for k, old := range r.cache {
-			if !now.Before(old.expires) {
+			if now.After(old.expires.Add(r.maxStale)) {
 				delete(r.cache, k)
 			}
 		}

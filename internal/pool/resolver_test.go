@@ -204,6 +204,91 @@ var _ = Describe("DNSResolver", Label("integration"), func() {
 		Expect(time.Since(start)).To(BeNumerically("<", time.Second))
 	}, SpecTimeout(5*time.Second))
 
+	Describe("serve-stale (RFC 8767)", func() {
+		BeforeEach(func() {
+			r = pool.NewDNSResolver(srv.Addr, pool.WithResolverClock(clk), pool.WithQueryTimeout(100*time.Millisecond),
+				pool.WithServeStale(time.Hour, 5*time.Second))
+		})
+		const name = "_sip._udp.pcscf.ims.test"
+
+		It("serves the expired answer when the server is dead, then without asking for the recheck period", func(ctx SpecContext) {
+			fresh, err := r.LookupSRV(ctx, name)
+			Expect(err).NotTo(HaveOccurred())
+			srv.silent.Store(true)
+			clk.Advance(2 * time.Second) // past the TTL of 1 s
+
+			start := time.Now()
+			ts, err := r.LookupSRV(ctx, name)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(ts).To(Equal(fresh))
+			Expect(time.Since(start)).To(BeNumerically(">=", 100*time.Millisecond), "it asked and waited for the server first")
+			Expect(r.StaleServed()).To(BeEquivalentTo(1))
+
+			queries := r.Queries()
+			start = time.Now()
+			ts, err = r.LookupSRV(ctx, name)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(ts).To(Equal(fresh))
+			Expect(time.Since(start)).To(BeNumerically("<", 100*time.Millisecond), "within the recheck period: no query")
+			Expect(r.Queries()).To(Equal(queries))
+			Expect(r.StaleServed()).To(BeEquivalentTo(2))
+
+			clk.Advance(5 * time.Second) // the recheck period is over: ask again
+			_, err = r.LookupSRV(ctx, name)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(r.Queries()).To(BeNumerically(">", queries))
+
+			srv.silent.Store(false) // the server is back: fresh answers again
+			srv.Zone("_sip._udp.pcscf.ims.test. 1 IN SRV 1 10 5061 pcscf1.ims.test.")
+			clk.Advance(5 * time.Second)
+			ts, err = r.LookupSRV(ctx, name)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(ts).To(HaveLen(1))
+		}, SpecTimeout(10*time.Second))
+
+		It("serves stale on SERVFAIL, resolves host names stale too, and stops after max-stale", func(ctx SpecContext) {
+			_, err := r.LookupSRV(ctx, name)
+			Expect(err).NotTo(HaveOccurred())
+			ip, err := r.LookupHost(ctx, "pcscf1.ims.test")
+			Expect(err).NotTo(HaveOccurred())
+			srv.servfail.Store(true)
+			clk.Advance(2 * time.Second)
+			_, err = r.LookupSRV(ctx, name)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(r.LookupHost(ctx, "pcscf1.ims.test")).To(Equal(ip))
+
+			clk.Advance(time.Hour + time.Minute) // longer than max-stale after the TTL
+			_, err = r.LookupSRV(ctx, name)
+			Expect(err).To(MatchError(ContainSubstring("SERVFAIL")))
+		}, SpecTimeout(10*time.Second))
+
+		It("never overrides an authoritative 'no such name'", func(ctx SpecContext) {
+			_, err := r.LookupSRV(ctx, name)
+			Expect(err).NotTo(HaveOccurred())
+			srv.Zone() // unchanged zone; remove the records instead:
+			srv.mu.Lock()
+			for k := range srv.rrs {
+				delete(srv.rrs, k)
+			}
+			srv.mu.Unlock()
+			clk.Advance(2 * time.Second)
+			_, err = r.LookupSRV(ctx, name)
+			Expect(err).To(MatchError(pool.ErrNotFound))
+			Expect(r.StaleServed()).To(BeZero())
+		}, SpecTimeout(10*time.Second))
+
+		It("can be switched off: a dead server is an error one TTL later", func(ctx SpecContext) {
+			off := pool.NewDNSResolver(srv.Addr, pool.WithResolverClock(clk), pool.WithQueryTimeout(100*time.Millisecond),
+				pool.WithServeStale(0, 0))
+			_, err := off.LookupSRV(ctx, name)
+			Expect(err).NotTo(HaveOccurred())
+			srv.silent.Store(true)
+			clk.Advance(2 * time.Second)
+			_, err = off.LookupSRV(ctx, name)
+			Expect(err).To(HaveOccurred())
+		}, SpecTimeout(10*time.Second))
+	})
+
 	It("can run without a cache", func(ctx SpecContext) {
 		nc := pool.NewDNSResolver(srv.Addr, pool.WithCacheSize(0))
 		for range 2 {
