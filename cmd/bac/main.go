@@ -38,6 +38,7 @@ func build(_ context.Context, s *nfrun.Stack) (nfrun.Runner, error) {
 			return nil, err
 		}
 		ep.Trace(tracer)
+		ep.Overload = s.EP.Overload // one process, one scheduler: the same controller on both sides
 		r.access, r.tracer = ep, tracer
 		opts = append(opts, bac.WithAccess(ep))
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
@@ -23,6 +24,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/cx"
 	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/overload"
 	"github.com/imslab/quasipool/internal/pool"
 	"github.com/imslab/quasipool/internal/repl"
 	"github.com/imslab/quasipool/internal/sipx"
@@ -66,6 +68,7 @@ func Setup(cfg *topology.NodeConfig) (*Stack, error) {
 		return nil, err
 	}
 	ep.Trace(tracer)
+	ep.Overload = NewOverload(cfg)
 	res := pool.NewDNSResolver(cfg.DNSServer)
 	hc := pool.HealthConfig{Interval: cfg.Probing.Interval, Timeout: cfg.Probing.Timeout,
 		FailuresToDown: cfg.Probing.FailuresToDown, SuccessesToUp: cfg.Probing.SuccessesToUp}
@@ -182,6 +185,7 @@ func (s *Stack) Run(ctx context.Context, node Runner) error {
 	}
 	g.Go(func() error { return s.Health.Run(gctx) })
 	g.Go(func() error { return node.Run(gctx) })
+	g.Go(func() error { ReportOverload(gctx, s.EP.Overload, s.Rec); return nil })
 	if s.Cx != nil {
 		g.Go(func() error { return s.Cx.Run(gctx) })
 		select {
@@ -257,4 +261,38 @@ func (s *Stack) Peers() sipx.Peers {
 		return sipx.Peers{}
 	}
 	return sipx.Peers{BAC: t.BAC, PCSCF: t.PCSCF, ICSCF: t.ICSCF, SCSCF: t.SCSCF}
+}
+
+// NewOverload builds the node's overload controller from its configuration (seeded from the node's name, so a
+// run's shedding decisions do not depend on the clock).
+func NewOverload(cfg *topology.NodeConfig) *overload.Controller {
+	o := cfg.Overload
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(cfg.Name))
+	return overload.New(overload.Config{Disabled: o.Off, Target: o.Target, MaxInFlight: o.MaxInFlight,
+		RetryAfter: o.RetryAfter}, h.Sum64())
+}
+
+// ReportOverload writes an "overload" event every second in which the node shed requests (how many, how many it
+// admitted, its smoothed lag and shed share), and one when shedding stops; it stops the controller's probe when
+// ctx ends.
+func ReportOverload(ctx context.Context, c *overload.Controller, rec *obs.Recorder) {
+	defer c.Close()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var last overload.Stats
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st := c.Stats()
+		if st.Shed != last.Shed || (last.ShedShare > 0) != (st.ShedShare > 0) {
+			rec.Emit("overload", map[string]any{"shed": st.Shed - last.Shed, "admitted": st.Admitted - last.Admitted,
+				"shed_total": st.Shed, "in_flight": st.InFlight, "lag_ms": float64(st.Lag.Microseconds()) / 1000,
+				"shed_share": st.ShedShare})
+		}
+		last = st
+	}
 }

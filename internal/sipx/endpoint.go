@@ -18,6 +18,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/overload"
 )
 
 func init() {
@@ -47,6 +48,8 @@ type Endpoint struct {
 	UA     *sipgo.UserAgent
 	Server *sipgo.Server
 	Client *sipgo.Client
+	// Overload sheds new requests the node cannot serve (503 with Retry-After, internal/overload); nil admits all.
+	Overload *overload.Controller
 
 	conn      *tracingConn
 	laddr     sip.Addr

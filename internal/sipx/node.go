@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/overload"
 	"github.com/imslab/quasipool/internal/pool"
 )
 
@@ -378,6 +380,17 @@ func (p *Proxy) wrap(h Handler, withTx bool) func(*sip.Request, sip.ServerTransa
 				p.Respond(stx, req, 400, "Bad Request (no "+missing+")")
 			}
 			return
+		}
+		if stx != nil && !HasToTag(req) {
+			// A new transaction that is not part of a dialog: admitted only while the node keeps up. Requests
+			// that finish admitted work (in-dialog, ACK, CANCEL) and health probes are never shed.
+			ok, retryAfter := p.EP.Overload.Admit()
+			if !ok {
+				p.Respond(stx, req, 503, "Service Unavailable (overload)",
+					sip.NewHeader("Retry-After", strconv.Itoa(overload.RetryAfterSeconds(retryAfter))))
+				return
+			}
+			defer p.EP.Overload.Done()
 		}
 		ctx, cancel := context.WithCancel(p.baseContext())
 		defer cancel()

@@ -42,7 +42,9 @@ type NodeConfig struct {
 	// none. TraceMaxBytes bounds the node's trace files (0: obs.DefaultTraceMaxBytes).
 	TraceFile     string `yaml:"trace_file,omitempty"`
 	TraceMaxBytes int64  `yaml:"trace_max_bytes,omitempty"`
-	Log           Log    `yaml:"log"`
+	// Overload is the node's overload control (the topology's).
+	Overload Overload `yaml:"overload,omitempty"`
+	Log      Log      `yaml:"log"`
 
 	// Peers names what the node resolves to reach the others.
 	Peers Peers `yaml:"peers,omitempty"`
@@ -128,7 +130,7 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 	c := &NodeConfig{
 		Name: n.Name, Kind: n.Kind, Domain: t.Domain, FQDN: n.FQDN, Listen: n.Listen(), DNSServer: t.DNS.Listen,
 		Timers: mergeTimers(t.Timers, ov.Timers), Probing: mergeProbing(t.Probing, ov.Probing),
-		Registration: t.Registration, Log: mergeLog(t.Log, ov.Log),
+		Registration: t.Registration, Log: mergeLog(t.Log, ov.Log), Overload: t.Overload,
 	}
 	if o.runDir != "" {
 		c.EventsFile = filepath.Join(o.runDir, "events", n.Name+".jsonl")

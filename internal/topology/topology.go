@@ -54,6 +54,9 @@ type Topology struct {
 	Log          Log          `yaml:"log"`
 	// Trace bounds or switches off the nodes' message traces (docs/architecture.md, "Message trace").
 	Trace Trace `yaml:"trace,omitempty"`
+	// Overload tunes how every SIP node and the HSS shed load they cannot serve (docs/architecture.md,
+	// "Overload control").
+	Overload Overload `yaml:"overload,omitempty"`
 	// Overrides holds per-node overrides (YAML key "nodes") keyed by node name (pcscf1, icscf, …).
 	Overrides map[string]Override `yaml:"nodes,omitempty"`
 	// Networks are the separate networks of a container lab (set by ForContainers; nil = one network, the local
@@ -293,4 +296,16 @@ type Trace struct {
 	// MaxMB is each node's trace budget in MiB (default 128): past it the oldest segments are deleted, and the
 	// report says the trace wrapped.
 	MaxMB int `yaml:"max_mb,omitempty"`
+}
+
+// Overload configures the nodes' overload control (internal/overload); zero values take its defaults.
+type Overload struct {
+	// Off admits everything (the node collapses instead of shedding, as before issue 13).
+	Off bool `yaml:"off,omitempty"`
+	// Target is the scheduling lag above which a node sheds new requests (default 25ms).
+	Target time.Duration `yaml:"target,omitempty"`
+	// MaxInFlight bounds the new requests a node has in progress (default 10000).
+	MaxInFlight int `yaml:"max_in_flight,omitempty"`
+	// RetryAfter is the shortest wait a shed request is told (default 1s; up to twice that, at random).
+	RetryAfter time.Duration `yaml:"retry_after,omitempty"`
 }

@@ -234,6 +234,9 @@ func (t *Topology) Validate() error {
 	v.probing("probing", t.Probing)
 	v.seconds("registration.expires", t.Registration.Expires, time.Second)
 	v.log("log", t.Log)
+	if t.Overload.Target < 0 || t.Overload.MaxInFlight < 0 || t.Overload.RetryAfter < 0 {
+		v.add("overload", "target, max_in_flight and retry_after must not be negative")
+	}
 	if t.Trace.MaxMB < 0 {
 		v.add("trace.max_mb", "%d: must be 0 (default %d MiB) or more", t.Trace.MaxMB, 128)
 	}

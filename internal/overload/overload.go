@@ -1,0 +1,230 @@
+// Package overload decides when a node sheds load it cannot serve, before its queues grow (issue 13): a SIP node
+// answers new requests 503 with Retry-After, the HSS answers DIAMETER_TOO_BUSY (3004).
+//
+// # The signal: scheduling lag
+//
+// A Go node does not queue requests in a place it can measure: sipgo and go-diameter start a goroutine per
+// message, so when the CPU cannot keep up every message waits its turn in the Go scheduler's run queues, and what
+// grows is the time between a message's arrival and its handling. The controller measures that delay directly:
+// a probe goroutine, every Interval, yields its processor and records how long it waited to run again (the lag):
+// a yielded goroutine goes to the back of the global run queue, where goroutines readied by the network poller
+// (new messages) wait when every processor is busy. An idle or busy-but-coping node gets it back within
+// microseconds; a saturated one after about the queueing delay every new message sees. The lag is smoothed (EWMA over about eight probes).
+//
+// # The rule: AIMD on the share of new requests admitted
+//
+// While the smoothed lag is above Target the share of new requests rejected grows by Step per probe (up to
+// MaxShed); while it is below Target/2 it shrinks by Step. Rejection is random with that share, so the load the
+// node admits settles where its lag sits near Target: goodput stays near capacity instead of collapsing. A hard
+// bound on requests in progress (MaxInFlight) rejects everything beyond it whatever the lag (a node whose
+// downstream stopped answering). Requests that finish work already admitted (in-dialog requests, ACK, CANCEL) and
+// health probes (OPTIONS) are never shed: the caller decides what it offers to Admit.
+package overload
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config tunes a Controller; zero fields take the defaults.
+type Config struct {
+	// Target is the smoothed scheduling lag above which the node sheds (default 25 ms).
+	Target time.Duration
+	// Interval is the probe period (default 10 ms).
+	Interval time.Duration
+	// Step is how much the shed share moves per probe (default 0.02: from 0 to 50 % in a quarter of a second).
+	Step float64
+	// MaxShed caps the share of new requests shed on lag alone (default 0.95).
+	MaxShed float64
+	// MaxInFlight rejects every new request beyond this many in progress (default 10000; negative: no bound).
+	MaxInFlight int
+	// RetryAfter is what a rejected request is told to wait (default 1 s); the answer adds up to the same again,
+	// at random, so that rejected clients do not come back in step.
+	RetryAfter time.Duration
+	// Disabled admits everything (the lag is still measured).
+	Disabled bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.Target <= 0 {
+		c.Target = 25 * time.Millisecond
+	}
+	if c.Interval <= 0 {
+		c.Interval = 10 * time.Millisecond
+	}
+	if c.Step <= 0 {
+		c.Step = 0.02
+	}
+	if c.MaxShed <= 0 || c.MaxShed > 1 {
+		c.MaxShed = 0.95
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 10000
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = time.Second
+	}
+	return c
+}
+
+// Controller admits or sheds new requests. Its methods are safe for concurrent use; a nil *Controller admits
+// everything.
+type Controller struct {
+	cfg Config
+
+	inFlight atomic.Int64
+	shedBits atomic.Uint64 // float64 bits of the shed share
+	lagNs    atomic.Int64  // smoothed lag
+
+	admitted atomic.Uint64
+	shed     atomic.Uint64
+	inShed   atomic.Bool // the last probe was over Target
+
+	mu  sync.Mutex
+	rng *rand.Rand
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New starts a controller and its probe; Close stops the probe. seed seeds the random shedding (0: 1).
+func New(cfg Config, seed uint64) *Controller {
+	if seed == 0 {
+		seed = 1
+	}
+	c := &Controller{cfg: cfg.withDefaults(), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go c.probe()
+	return c
+}
+
+// Close stops the probe.
+func (c *Controller) Close() {
+	if c == nil {
+		return
+	}
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	<-c.done
+}
+
+func (c *Controller) probe() {
+	defer close(c.done)
+	t := time.NewTimer(c.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			// A goroutine woken by a timer runs next on its P, ahead of everything queued, so the wake-up time
+			// says little. Yielding puts the probe at the back of the global run queue, where goroutines readied
+			// by the network poller (new messages) wait when every P is busy: the time the yield takes is their
+			// wait.
+			start := time.Now()
+			runtime.Gosched()
+			c.Observe(time.Since(start))
+			t.Reset(c.cfg.Interval)
+		}
+	}
+}
+
+// Observe feeds one lag sample (the probe calls it; tests call it directly) and moves the shed share.
+func (c *Controller) Observe(lag time.Duration) {
+	lag = max(lag, 0)
+	old := c.lagNs.Load()
+	smoothed := old + (int64(lag)-old)/8
+	c.lagNs.Store(smoothed)
+	share := c.ShedShare()
+	switch {
+	case time.Duration(smoothed) > c.cfg.Target:
+		share = min(share+c.cfg.Step, c.cfg.MaxShed)
+		c.inShed.Store(true)
+	case time.Duration(smoothed) < c.cfg.Target/2:
+		share = max(share-c.cfg.Step, 0)
+		if share == 0 {
+			c.inShed.Store(false)
+		}
+	}
+	c.shedBits.Store(floatBits(share))
+}
+
+// Admit decides on one new request. When it returns true the caller must call Done once the request is finished;
+// when false it must answer with a rejection that carries retryAfter.
+func (c *Controller) Admit() (ok bool, retryAfter time.Duration) {
+	if c == nil {
+		return true, 0
+	}
+	n := c.inFlight.Add(1)
+	if c.cfg.Disabled {
+		c.admitted.Add(1)
+		return true, 0
+	}
+	reject := c.cfg.MaxInFlight > 0 && n > int64(c.cfg.MaxInFlight)
+	if !reject {
+		if share := c.ShedShare(); share > 0 {
+			c.mu.Lock()
+			reject = c.rng.Float64() < share
+			c.mu.Unlock()
+		}
+	}
+	if reject {
+		c.inFlight.Add(-1)
+		c.shed.Add(1)
+		c.mu.Lock()
+		jitter := time.Duration(c.rng.Int64N(int64(c.cfg.RetryAfter) + 1))
+		c.mu.Unlock()
+		return false, c.cfg.RetryAfter + jitter
+	}
+	c.admitted.Add(1)
+	return true, 0
+}
+
+// Done ends a request Admit admitted.
+func (c *Controller) Done() {
+	if c != nil {
+		c.inFlight.Add(-1)
+	}
+}
+
+// ShedShare is the share of new requests shed now on lag (0..MaxShed).
+func (c *Controller) ShedShare() float64 {
+	if c == nil {
+		return 0
+	}
+	return bitsFloat(c.shedBits.Load())
+}
+
+// Stats is a snapshot of the controller.
+type Stats struct {
+	Admitted  uint64        // new requests admitted so far
+	Shed      uint64        // new requests rejected so far
+	InFlight  int64         // admitted and not done
+	Lag       time.Duration // smoothed scheduling lag
+	ShedShare float64       // share of new requests shed now
+}
+
+// Stats returns the counters and the current state.
+func (c *Controller) Stats() Stats {
+	if c == nil {
+		return Stats{}
+	}
+	return Stats{Admitted: c.admitted.Load(), Shed: c.shed.Load(), InFlight: c.inFlight.Load(),
+		Lag: time.Duration(c.lagNs.Load()), ShedShare: c.ShedShare()}
+}
+
+// RetryAfterSeconds renders a Retry-After delay as whole seconds, at least 1 (RFC 3261 §20.33, RFC 6733 has no
+// such AVP: Diameter clients back off by their own rule).
+func RetryAfterSeconds(d time.Duration) int {
+	return max(int((d+time.Second-1)/time.Second), 1)
+}
+
+func floatBits(f float64) uint64 { return math.Float64bits(f) }
+func bitsFloat(b uint64) float64 { return math.Float64frombits(b) }
