@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/fiorix/go-diameter/v4/diam"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/imslab/quasipool/internal/overload"
 )
 
 // roundTrip serialises a request the way the client does and decodes it the way the server does.
@@ -128,6 +131,47 @@ func (echoHandler) ServerAssignment(context.Context, *SAR) (*SAA, error) {
 }
 
 var _ = Describe("Cx client and server", Label("integration"), func() {
+	It("answers DIAMETER_TOO_BUSY without reaching the handler while the overload control sheds", SpecTimeout(20*time.Second), func(sctx SpecContext) {
+		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		ctl := overload.New(overload.Config{Interval: time.Hour, MaxShed: 1, Step: 1}, 1)
+		DeferCleanup(ctl.Close)
+		var seen []Exchange
+		var mu sync.Mutex
+		srv, err := NewServer(ServerConfig{OriginHost: "hss.ims.test", OriginRealm: "ims.test", AllowAnyPeer: true}, echoHandler{},
+			WithLogger(logger), WithOverload(ctl), WithObserver(func(x Exchange) { mu.Lock(); seen = append(seen, x); mu.Unlock() }))
+		Expect(err).NotTo(HaveOccurred())
+		ctx, stop := context.WithCancel(context.Background())
+		DeferCleanup(stop)
+		go func() { _ = srv.Serve(ctx, ln) }()
+		cli, err := NewClient(ClientConfig{Addr: ln.Addr().String(), OriginHost: "icscf.ims.test", OriginRealm: "ims.test",
+			DestinationRealm: "ims.test"}, WithClientLogger(logger))
+		Expect(err).NotTo(HaveOccurred())
+		go func() { _ = cli.Run(ctx) }()
+		Eventually(cli.Connected()).Should(BeClosed())
+
+		_, err = cli.LocationInfo(sctx, &LIR{PublicIdentity: "sip:a@ims.test"})
+		Expect(err).NotTo(HaveOccurred(), "admitted while the node keeps up")
+
+		ctl.Observe(time.Second) // far above the target: shed everything
+		_, err = cli.LocationInfo(sctx, &LIR{PublicIdentity: "sip:a@ims.test"})
+		res, ok := ResultOf(err)
+		Expect(ok).To(BeTrue(), "%v", err)
+		Expect(res).To(Equal(TooBusy))
+		Expect(ctl.Stats().Shed).To(BeEquivalentTo(1))
+		// The observer runs after the answer is written: wait for it.
+		Eventually(func() []Result {
+			mu.Lock()
+			defer mu.Unlock()
+			var rs []Result
+			for _, x := range seen {
+				rs = append(rs, x.Result)
+			}
+			return rs
+		}).Should(Equal([]Result{Success, TooBusy}), "the shed request is observed (metrics, events) as DIAMETER_TOO_BUSY")
+	})
+
 	It("reconnects after the server goes away and comes back on the same address", SpecTimeout(30*time.Second), func(sctx SpecContext) {
 		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

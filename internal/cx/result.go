@@ -21,6 +21,7 @@ var (
 	Success               = Result{Code: 2001}
 	CommandUnsupported    = Result{Code: 3001}
 	UnableToDeliver       = Result{Code: 3002}
+	TooBusy               = Result{Code: 3004}
 	ApplicationUnsupport  = Result{Code: 3007}
 	InvalidHdrBits        = Result{Code: 3008}
 	InvalidAVPBits        = Result{Code: 3009}
@@ -53,7 +54,7 @@ var (
 
 var resultNames = map[Result]string{
 	Success: "DIAMETER_SUCCESS", CommandUnsupported: "DIAMETER_COMMAND_UNSUPPORTED",
-	UnableToDeliver: "DIAMETER_UNABLE_TO_DELIVER", ApplicationUnsupport: "DIAMETER_APPLICATION_UNSUPPORTED",
+	UnableToDeliver: "DIAMETER_UNABLE_TO_DELIVER", TooBusy: "DIAMETER_TOO_BUSY", ApplicationUnsupport: "DIAMETER_APPLICATION_UNSUPPORTED",
 	InvalidHdrBits: "DIAMETER_INVALID_HDR_BITS", InvalidAVPBits: "DIAMETER_INVALID_AVP_BITS",
 	UnknownPeer: "DIAMETER_UNKNOWN_PEER", AuthorizationRejected: "DIAMETER_AUTHORIZATION_REJECTED",
 	AVPUnsupported: "DIAMETER_AVP_UNSUPPORTED", InvalidAVPValue: "DIAMETER_INVALID_AVP_VALUE",

@@ -15,6 +15,8 @@ import (
 	"github.com/fiorix/go-diameter/v4/diam/avp"
 	"github.com/fiorix/go-diameter/v4/diam/datatype"
 	"github.com/fiorix/go-diameter/v4/diam/sm"
+
+	"github.com/imslab/quasipool/internal/overload"
 )
 
 // Handler answers the Cx requests an HSS receives. Implementations return a typed answer (whose Result may be any
@@ -130,6 +132,7 @@ type Server struct {
 	onRefusal func(Refusal)
 	peers     map[string]*Peer
 	trace     func(dir, src, dst string, data []byte)
+	overload  *overload.Controller
 	log       *slog.Logger
 	sm        *sm.StateMachine
 	mu        sync.Mutex
@@ -153,6 +156,11 @@ func WithObserver(f func(Exchange)) ServerOption { return func(s *Server) { s.ob
 
 // WithRefusals is called once for every refused connection or request (unknown peer, timeouts, rights, …).
 func WithRefusals(f func(Refusal)) ServerOption { return func(s *Server) { s.onRefusal = f } }
+
+// WithOverload sheds requests the server cannot serve in time: each request is admitted by c, and a request it
+// rejects is answered DIAMETER_TOO_BUSY (3004, E bit) at once, without reaching the handler (RFC 6733 §7.1.3; the
+// client backs off or tries another peer).
+func WithOverload(c *overload.Controller) ServerOption { return func(s *Server) { s.overload = c } }
 
 // NewServer builds a Cx server around h.
 func NewServer(cfg ServerConfig, h Handler, opts ...ServerOption) (*Server, error) {
@@ -262,7 +270,18 @@ func (s *Server) wrap(code uint32) diam.HandlerFunc {
 		if gc, ok := c.Connection().(*guardConn); ok {
 			_, peer, _ = gc.cp.get()
 		}
-		payload, res, errMsg, failed := s.dispatch(ctx, code, m, &x, peer)
+		var (
+			payload []*diam.AVP
+			res     Result
+			errMsg  string
+			failed  []*diam.AVP
+		)
+		if ok, _ := s.overload.Admit(); ok {
+			payload, res, errMsg, failed = s.dispatch(ctx, code, m, &x, peer)
+			s.overload.Done()
+		} else {
+			res, errMsg = TooBusy, "overloaded: try again later"
+		}
 		x.Result = res
 		x.Error = errMsg
 		ans := s.answer(m, res, payload, errMsg, failed)

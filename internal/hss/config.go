@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/imslab/quasipool/internal/cx"
+	"github.com/imslab/quasipool/internal/overload"
 )
 
 // Config is the HSS configuration (YAML file, all fields optional).
@@ -38,6 +39,8 @@ type Config struct {
 	// = none); TraceMaxBytes bounds them (0: obs.DefaultTraceMaxBytes).
 	TraceFile     string `yaml:"trace_file"`
 	TraceMaxBytes int64  `yaml:"trace_max_bytes"`
+	// Overload sheds Cx requests the HSS cannot serve in time with DIAMETER_TOO_BUSY (internal/overload).
+	Overload overload.Config `yaml:"overload,omitempty"`
 	// UnsafeNoSync skips fsync: a crash of the machine (not of the process) may lose writes. Benchmarks only.
 	UnsafeNoSync bool `yaml:"unsafe_no_sync"`
 	// MaxConcurrentHandlers bounds the requests in progress per Diameter connection (default 256).

@@ -16,6 +16,7 @@ import (
 	"github.com/imslab/quasipool/internal/hss/api"
 	"github.com/imslab/quasipool/internal/hss/store"
 	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/overload"
 )
 
 // Node is a running HSS: the Cx server, the provisioning API and the store.
@@ -84,6 +85,8 @@ func (n *Node) Run(ctx context.Context) error {
 			return fmt.Errorf("hss: http_listen: %w", err)
 		}
 	}
+	ctl := overload.New(n.cfg.Overload, 0x155)
+	defer ctl.Close()
 	tracer, err := obs.OpenTracer(n.cfg.TraceFile, "hss", n.cfg.TraceMaxBytes)
 	if err != nil {
 		return fmt.Errorf("hss: %w", err)
@@ -98,7 +101,7 @@ func (n *Node) Run(ctx context.Context) error {
 		MaxConcurrentHandlers: n.cfg.MaxConcurrentHandlers, Peers: n.cfg.Peers, AllowAnyPeer: n.cfg.AllowAnyPeer,
 		CERTimeout: n.cfg.CERTimeout, IdleTimeout: n.cfg.IdleTimeout, MaxConnections: n.cfg.MaxConnections,
 	}, NewProcedures(db, n.cfg.CapabilitySets), cx.WithLogger(n.log), cx.WithObserver(n.observe),
-		cx.WithRefusals(n.refused),
+		cx.WithRefusals(n.refused), cx.WithOverload(ctl),
 		cx.WithTrace(func(dir, src, dst string, data []byte) { tracer.Record("diameter", dir, src, dst, data) }))
 	if err != nil {
 		return fmt.Errorf("hss: %w", err)

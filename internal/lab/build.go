@@ -16,6 +16,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/cx"
 	"github.com/imslab/quasipool/internal/hss"
+	"github.com/imslab/quasipool/internal/overload"
 	"github.com/imslab/quasipool/internal/topology"
 )
 
@@ -90,6 +91,8 @@ func hssConfig(nc *topology.NodeConfig) hss.Config {
 	c.EventsFile = nc.EventsFile
 	c.TraceFile = nc.TraceFile
 	c.TraceMaxBytes = nc.TraceMaxBytes
+	c.Overload = overload.Config{Disabled: nc.Overload.Off, Target: nc.Overload.Target,
+		MaxInFlight: nc.Overload.MaxInFlight, RetryAfter: nc.Overload.RetryAfter}
 	c.Log.Format = nc.Log.Format
 	c.Log.Level = nc.Log.Level
 	if nc.Trust != nil {

@@ -33,20 +33,20 @@ import (
 // Config tunes a Controller; zero fields take the defaults.
 type Config struct {
 	// Target is the smoothed scheduling lag above which the node sheds (default 25 ms).
-	Target time.Duration
+	Target time.Duration `yaml:"target,omitempty"`
 	// Interval is the probe period (default 10 ms).
-	Interval time.Duration
+	Interval time.Duration `yaml:"interval,omitempty"`
 	// Step is how much the shed share moves per probe (default 0.02: from 0 to 50 % in a quarter of a second).
-	Step float64
+	Step float64 `yaml:"step,omitempty"`
 	// MaxShed caps the share of new requests shed on lag alone (default 0.95).
-	MaxShed float64
+	MaxShed float64 `yaml:"max_shed,omitempty"`
 	// MaxInFlight rejects every new request beyond this many in progress (default 10000; negative: no bound).
-	MaxInFlight int
+	MaxInFlight int `yaml:"max_in_flight,omitempty"`
 	// RetryAfter is what a rejected request is told to wait (default 1 s); the answer adds up to the same again,
 	// at random, so that rejected clients do not come back in step.
-	RetryAfter time.Duration
+	RetryAfter time.Duration `yaml:"retry_after,omitempty"`
 	// Disabled admits everything (the lag is still measured).
-	Disabled bool
+	Disabled bool `yaml:"off,omitempty"`
 }
 
 func (c Config) withDefaults() Config {

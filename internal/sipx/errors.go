@@ -32,7 +32,8 @@ func Status(code int, reason string, cause error) error {
 //   - a *StatusError answers its own code;
 //   - no reachable target (every member known down) 503, no answer / a timeout 504;
 //   - a Cx error result from the HSS: user unknown 404, identities that do not match or roaming not allowed
-//     403, identity not registered 480, any other Cx result 500; the HSS unreachable 504 (see CxStatus);
+//     403, identity not registered 480, the HSS too busy 503, any other Cx result 500; the HSS unreachable 504
+//     (see CxStatus);
 //   - anything else 500.
 func StatusOf(err error) (int, string) {
 	var se *StatusError
@@ -65,6 +66,10 @@ func CxStatus(err error) (int, string) {
 		return 403, "Forbidden"
 	case cx.ErrorIdentityNotRegistered:
 		return 480, "Temporarily Unavailable"
+	case cx.TooBusy:
+		// The HSS shed the request (overload): the caller is told to come back later (Proxy.Fail adds
+		// Retry-After), as a SIP node that sheds load does itself.
+		return 503, "HSS Busy"
 	default:
 		return 500, "HSS Error"
 	}

@@ -180,6 +180,11 @@ func (p *Proxy) Fail(r *Request, err error) {
 	if code >= 500 {
 		p.Log.Warn("request failed", "method", string(r.Req.Method), "call_id", callID(r.Req), "status", code, "err", err)
 	}
+	if code == 503 {
+		// Every 503 this node generates is "come back later": an overloaded HSS, or no member of a pool up.
+		p.Respond(r.Tx, r.Req, code, reason, sip.NewHeader("Retry-After", "1"))
+		return
+	}
 	p.Respond(r.Tx, r.Req, code, reason)
 }
 

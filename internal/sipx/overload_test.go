@@ -1,0 +1,74 @@
+package sipx_test
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/imslab/quasipool/internal/overload"
+	"github.com/imslab/quasipool/internal/pool"
+	"github.com/imslab/quasipool/internal/sipx"
+	"github.com/imslab/quasipool/internal/sipx/sipxtest"
+)
+
+var _ = Describe("Proxy prelude (overload)", Label("unit"), func() {
+	var (
+		px      *sipx.Proxy
+		phone   *sipxtest.Peer
+		ctl     *overload.Controller
+		handled atomic.Int64
+	)
+	BeforeEach(func() {
+		handled.Store(0)
+		phone = sipxtest.StartPeer("phone.example")
+		ep := sipxtest.Bind("pcscf1.ims.test")
+		ctl = overload.New(overload.Config{Interval: time.Hour, MaxShed: 1, Step: 1, RetryAfter: 2 * time.Second}, 1)
+		DeferCleanup(ctl.Close)
+		ep.Overload = ctl
+		events := sipxtest.NewEvents("pcscf1")
+		px = sipx.NewProxy(sipx.Deps{EP: ep, Res: pool.NewStaticResolver(), Rec: events.Rec, Log: sipxtest.Log(), Seed: 1},
+			sipx.ForwarderConfig{}, "pcscf1.ims.test")
+		px.Serve(sipx.Handlers{
+			Register: func(r *sipx.Request) { handled.Add(1); r.Reply(px, 200, "OK") },
+			Request:  func(r *sipx.Request) { handled.Add(1); r.Reply(px, 200, "OK") },
+		})
+		sipxtest.Serve(ep)
+	})
+
+	It("serves new requests while the node keeps up", SpecTimeout(10e9), func(_ SpecContext) {
+		res := phone.MustSend(sipxtest.Request(sip.MESSAGE, "sip:user0002@ims.test"), px.EP.Addr)
+		Expect(res.StatusCode).To(Equal(200))
+		Expect(handled.Load()).To(BeEquivalentTo(1))
+	})
+
+	It("answers new requests 503 with Retry-After when overloaded, without running the handler", SpecTimeout(10e9), func(_ SpecContext) {
+		ctl.Observe(time.Second) // far above the target: shed everything (MaxShed 1)
+		for _, m := range []sip.RequestMethod{sip.REGISTER, sip.INVITE, sip.MESSAGE} {
+			res := phone.MustSend(sipxtest.Request(m, "sip:user0002@ims.test"), px.EP.Addr)
+			Expect(res.StatusCode).To(Equal(503), string(m))
+			ra := res.GetHeader("Retry-After")
+			Expect(ra).NotTo(BeNil(), string(m))
+			secs, err := strconv.Atoi(ra.Value())
+			Expect(err).NotTo(HaveOccurred())
+			Expect(secs).To(BeNumerically(">=", 2))
+			Expect(secs).To(BeNumerically("<=", 4))
+		}
+		Expect(handled.Load()).To(BeZero())
+		Expect(ctl.Stats().Shed).To(BeEquivalentTo(3))
+	})
+
+	It("never sheds a request of an existing dialog (it finishes admitted work) nor a health probe", SpecTimeout(10e9), func(_ SpecContext) {
+		ctl.Observe(time.Second)
+		bye := sipxtest.Request(sip.BYE, "sip:user0002@ims.test")
+		bye.To().Params.Add("tag", "callee1")
+		res := phone.MustSend(bye, px.EP.Addr)
+		Expect(res.StatusCode).To(Equal(200))
+		Expect(handled.Load()).To(BeEquivalentTo(1))
+		res = phone.MustSend(sipxtest.Request(sip.OPTIONS, "sip:pcscf1.ims.test"), px.EP.Addr)
+		Expect(res.StatusCode).To(Equal(200))
+	})
+})
