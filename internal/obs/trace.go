@@ -42,9 +42,9 @@ type TraceLine struct {
 // the direction ("sent by us" = out, "unicast to us" = in), then IPv4/IPv6 and UDP (SIP) or TCP (Diameter, with
 // sequence numbers per direction so that Wireshark reassembles the stream; no handshake). Checksums are left 0.
 //
-// The trace is bounded: files are segments trace/<base>.<NNN>.pcapng; when the current segment passes half the
-// budget a new one is started and the oldest segments of the node are deleted until the node's files fit the
-// budget again. A run's report notices the missing first segments and says the trace wrapped. A process started
+// The trace is bounded: files are segments trace/<base>.<NNN>.pcapng; when the current segment passes an eighth
+// of the budget a new one is started and the oldest segments of the node are deleted until the node's files fit
+// the budget again. A run's report notices the missing first segments and says the trace wrapped. A process started
 // again (failback) starts a new segment, so no file ever holds a torn block in its middle.
 //
 // Writes are buffered and flushed every 100 ms (and on Close): a node killed with SIGKILL loses at most its last
@@ -159,6 +159,10 @@ func (t *Tracer) rotate() error {
 	return nil
 }
 
+// segmentBytes is the size at which a segment is closed: an eighth of the budget, so that deleting the oldest
+// segment gives up at most an eighth of the node's trace.
+func (t *Tracer) segmentBytes() int64 { return max(t.maxBytes/8, 4<<10) }
+
 // prune deletes the oldest segments (not current) while the node's files exceed the budget minus the room the
 // current segment may still take.
 func (t *Tracer) prune(current string) {
@@ -173,7 +177,7 @@ func (t *Tracer) prune(current string) {
 		}
 	}
 	for _, s := range segs {
-		if total+t.maxBytes/2 <= t.maxBytes || s.Path == current {
+		if total+t.segmentBytes() <= t.maxBytes || s.Path == current {
 			break
 		}
 		if os.Remove(s.Path) == nil {
@@ -236,7 +240,7 @@ func (t *Tracer) RecordAddr(proto, dir string, src, dst netip.AddrPort, data []b
 	if t.err != nil || t.w == nil {
 		return
 	}
-	if t.maxBytes > 0 && t.counter.n >= t.maxBytes/2 {
+	if t.maxBytes > 0 && t.counter.n >= t.segmentBytes() {
 		if err := t.rotate(); err != nil {
 			t.err = err
 			return

@@ -94,6 +94,21 @@ var _ = Describe("the message trace", func() {
 		Expect(len(lines)).To(BeNumerically("<", 1000))
 	})
 
+	It("keeps every message of a node that writes less than its budget, across several segments", func() {
+		const budget = 64 << 10
+		t, err := obs.OpenTracer(filepath.Join(dir, "bac.pcapng"), "bac", budget)
+		Expect(err).NotTo(HaveOccurred())
+		payload := strings.Repeat("x", 900)
+		for i := range 50 { // about 50 KiB: more than half the budget, less than all of it
+			t.RecordAddr("sip", "out", bac, pcscf, []byte(fmt.Sprintf("MESSAGE %04d %s", i, payload)))
+		}
+		Expect(t.Close()).To(Succeed())
+		lines, wrapped, _, err := obs.ReadTraceDir(dir)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(wrapped).To(BeEmpty())
+		Expect(lines).To(HaveLen(50))
+	})
+
 	It("starts a new segment when the node starts again, and keeps what the first run wrote", func() {
 		for run := range 2 {
 			t, err := obs.OpenTracer(filepath.Join(dir, "scscf1.pcapng"), "scscf1", 0)
