@@ -130,6 +130,7 @@ func TraceSegments(prefix string) ([]Segment, error) {
 // with mu held (or before the flusher starts).
 func (t *Tracer) rotate() error {
 	if t.f != nil {
+		_ = t.w.Flush() // the pcapng writer buffers too
 		_ = t.bw.Flush()
 		_ = t.f.Close()
 	}
