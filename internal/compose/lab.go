@@ -61,6 +61,7 @@ type Lab struct {
 	ops        map[string]*sync.Mutex
 	capture    *exec.Cmd
 	up         bool
+	nets       map[string]*nodeNet // network faults by node, in the container's current namespace (netfaults.go)
 }
 
 // Option configures optional collaborators.
@@ -364,8 +365,8 @@ func (l *Lab) stopCapture() {
 	}
 }
 
-// Down stops the capture, saves every service's log to <run-dir>/logs/<node>.log and removes the project
-// (containers and network; the data is in the run directory).
+// Down heals the network faults still applied, stops the capture, saves every service's log to
+// <run-dir>/logs/<node>.log and removes the project (containers and network; the data is in the run directory).
 func (l *Lab) Down() error {
 	l.mu.Lock()
 	up := l.up
@@ -374,6 +375,11 @@ func (l *Lab) Down() error {
 	if !up {
 		return nil
 	}
+	// Heal first: a fault left in a namespace would be removed with the container anyway, but a heal checks
+	// that the namespace is as it was, and the nodes' last words (their files) are written over healed links.
+	healCtx, cancelHeal := context.WithTimeout(context.Background(), 60*time.Second)
+	healErr := l.healAllNet(healCtx)
+	cancelHeal()
 	l.events.Emit("lab_down", nil)
 	// Stop the nodes first so that they end their files; then the capture.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -381,7 +387,7 @@ func (l *Lab) Down() error {
 	stopErr := l.docker(ctx, "stop", "-t", fmt.Sprint(int(l.cfg.GracePeriod.Seconds())))
 	l.stopCapture()
 	l.collectLogs()
-	return errors.Join(stopErr, l.downProject())
+	return errors.Join(healErr, stopErr, l.downProject())
 }
 
 func (l *Lab) downProject() error {
