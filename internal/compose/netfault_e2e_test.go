@@ -76,6 +76,18 @@ var _ = Describe("network faults in the containers' namespaces", Label("e2e", "d
 	probe := func(ctx context.Context, from string) (string, error) {
 		return inNet(ctx, from, imslab, "probe", "sip", net.JoinHostPort(pcscf1, "5060"), "--timeout", "1s")
 	}
+	// downAtBAC returns the peers the BAC marked down since t.
+	downAtBAC := func(since time.Time) []string {
+		b, _ := os.ReadFile(filepath.Join(runDir, "events", "bac.jsonl"))
+		var out []string
+		for _, line := range strings.Split(string(b), "\n") {
+			var e peerState
+			if json.Unmarshal([]byte(line), &e) == nil && e.Kind == "peer_state" && e.State == "down" && e.TNs >= since.UnixNano() {
+				out = append(out, e.Peer)
+			}
+		}
+		return out
+	}
 	// bacSaw returns the BAC's peer_state events about pcscf1 since t (the BAC's own record, in the run directory).
 	bacSaw := func(since time.Time) []peerState {
 		f, err := os.Open(filepath.Join(runDir, "events", "bac.jsonl"))
@@ -224,6 +236,7 @@ var _ = Describe("network faults in the containers' namespaces", Label("e2e", "d
 		out, err = probe(ctx, "icscf")
 		Expect(err).NotTo(HaveOccurred(), "and the I-CSCF: %s", out)
 		Expect(pidOf(ctx, "pcscf1")).To(Equal(pid), "pcscf1 was not restarted")
+		Expect(downAtBAC(t0)).To(ConsistOf(HavePrefix("pcscf1")), "the BAC still has pcscf2 and pcscf3: the partition is pcscf1's alone")
 		Consistently(func() string { return lastState(t0) }).WithTimeout(3*time.Second).WithPolling(250*time.Millisecond).
 			Should(Equal("down"), "the BAC keeps it down while the partition lasts")
 
