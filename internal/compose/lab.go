@@ -391,9 +391,24 @@ func (l *Lab) Down() error {
 }
 
 func (l *Lab) downProject() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	return l.docker(ctx, "down", "-v", "-t", "1", "--remove-orphans")
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		// The engine (20.10) sometimes still counts an endpoint of a container it has just removed and refuses to
+		// remove the network ("has active endpoints"); a moment later it may not.
+		if err = l.docker(ctx, "down", "-v", "-t", "1", "--remove-orphans"); err == nil ||
+			!strings.Contains(err.Error(), "active endpoints") {
+			return err
+		}
+		l.log.Warn("compose lab: a network still has endpoints; removing the project again", "project", l.cfg.Project)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return err
 }
 
 func (l *Lab) collectLogs() {
