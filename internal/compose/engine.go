@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -93,7 +94,12 @@ type Container struct {
 	Service string
 	State   string // running, paused, exited, …
 	Health  string // healthy, unhealthy, starting, "" without a healthcheck
-	PID     int
+	PID     int    // the init process on the host (0 when not running): its /proc/PID/ns/net is the network namespace
+	// StartedAt is when the container was last started (RFC 3339): with PID it names one life of the container
+	// and of its network namespace (a start after a kill gives a new namespace).
+	StartedAt string
+	// Addrs are the container's IPv4 addresses by network name (Inspect only).
+	Addrs map[string]netip.Addr
 }
 
 // Containers lists the containers of a compose project by service (stopped ones too).
@@ -122,17 +128,31 @@ func (e *Engine) Inspect(ctx context.Context, id string) (Container, error) {
 	var j struct {
 		ID    string `json:"Id"`
 		State struct {
-			Status string `json:"Status"`
-			Pid    int    `json:"Pid"`
-			Health *struct {
+			Status    string `json:"Status"`
+			Pid       int    `json:"Pid"`
+			StartedAt string `json:"StartedAt"`
+			Health    *struct {
 				Status string `json:"Status"`
 			} `json:"Health"`
 		} `json:"State"`
+		NetworkSettings struct {
+			Networks map[string]struct {
+				IPAddress string `json:"IPAddress"`
+			} `json:"Networks"`
+		} `json:"NetworkSettings"`
 	}
 	if err := e.do(ctx, http.MethodGet, "/containers/"+id+"/json", nil, &j); err != nil {
 		return Container{}, err
 	}
-	c := Container{ID: j.ID, State: j.State.Status, PID: j.State.Pid}
+	c := Container{ID: j.ID, State: j.State.Status, PID: j.State.Pid, StartedAt: j.State.StartedAt}
+	for name, n := range j.NetworkSettings.Networks {
+		if a, err := netip.ParseAddr(n.IPAddress); err == nil {
+			if c.Addrs == nil {
+				c.Addrs = map[string]netip.Addr{}
+			}
+			c.Addrs[name] = a
+		}
+	}
 	if j.State.Health != nil {
 		c.Health = j.State.Health.Status
 	}

@@ -61,6 +61,7 @@ type Lab struct {
 	ops        map[string]*sync.Mutex
 	capture    *exec.Cmd
 	up         bool
+	nets       map[string]*nodeNet // network faults by node, in the container's current namespace (netfaults.go)
 }
 
 // Option configures optional collaborators.
@@ -364,8 +365,8 @@ func (l *Lab) stopCapture() {
 	}
 }
 
-// Down stops the capture, saves every service's log to <run-dir>/logs/<node>.log and removes the project
-// (containers and network; the data is in the run directory).
+// Down heals the network faults still applied, stops the capture, saves every service's log to
+// <run-dir>/logs/<node>.log and removes the project (containers and network; the data is in the run directory).
 func (l *Lab) Down() error {
 	l.mu.Lock()
 	up := l.up
@@ -374,6 +375,11 @@ func (l *Lab) Down() error {
 	if !up {
 		return nil
 	}
+	// Heal first: a fault left in a namespace would be removed with the container anyway, but a heal checks
+	// that the namespace is as it was, and the nodes' last words (their files) are written over healed links.
+	healCtx, cancelHeal := context.WithTimeout(context.Background(), 60*time.Second)
+	healErr := l.healAllNet(healCtx)
+	cancelHeal()
 	l.events.Emit("lab_down", nil)
 	// Stop the nodes first so that they end their files; then the capture.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -381,13 +387,28 @@ func (l *Lab) Down() error {
 	stopErr := l.docker(ctx, "stop", "-t", fmt.Sprint(int(l.cfg.GracePeriod.Seconds())))
 	l.stopCapture()
 	l.collectLogs()
-	return errors.Join(stopErr, l.downProject())
+	return errors.Join(healErr, stopErr, l.downProject())
 }
 
 func (l *Lab) downProject() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	return l.docker(ctx, "down", "-v", "-t", "1", "--remove-orphans")
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		// The engine (20.10) sometimes still counts an endpoint of a container it has just removed and refuses to
+		// remove the network ("has active endpoints"); a moment later it may not.
+		if err = l.docker(ctx, "down", "-v", "-t", "1", "--remove-orphans"); err == nil ||
+			!strings.Contains(err.Error(), "active endpoints") {
+			return err
+		}
+		l.log.Warn("compose lab: a network still has endpoints; removing the project again", "project", l.cfg.Project)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return err
 }
 
 func (l *Lab) collectLogs() {
