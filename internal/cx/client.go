@@ -36,6 +36,11 @@ type ClientConfig struct {
 	WatchdogInterval time.Duration // DWR interval (default 5s)
 	ReconnectMin     time.Duration // first reconnect delay (default 100ms), doubled up to ReconnectMax
 	ReconnectMax     time.Duration // default 2s
+	// FailFastAfter: once the connection has been down this long, a request fails at once with ErrNotConnected
+	// instead of waiting for the HSS (default 2s; negative: always wait). A restarted HSS is back well within it,
+	// so requests made meanwhile still wait and go out; an HSS that is down does not hold every SIP transaction
+	// that needs it until its timeout, and its return is not met by a burst of every request queued meanwhile.
+	FailFastAfter time.Duration
 }
 
 // Validate checks the configuration and names the bad field.
@@ -69,6 +74,9 @@ func (c *ClientConfig) defaults() {
 	if c.ReconnectMin == 0 {
 		c.ReconnectMin = 100 * time.Millisecond
 	}
+	if c.FailFastAfter == 0 {
+		c.FailFastAfter = 2 * time.Second
+	}
 	if c.ReconnectMax == 0 {
 		c.ReconnectMax = 2 * time.Second
 	}
@@ -91,6 +99,7 @@ type Client struct {
 	mu        sync.Mutex
 	conn      diam.Conn
 	connected chan struct{} // closed while a connection is up; replaced when it goes down
+	downSince time.Time     // when the last connection was lost (zero: up, or never connected yet)
 	pending   map[uint32]chan *diam.Message
 }
 
@@ -219,6 +228,7 @@ func (c *Client) setConn(conn diam.Conn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.conn = conn
+	c.downSince = time.Time{}
 	close(c.connected)
 }
 
@@ -229,6 +239,7 @@ func (c *Client) dropConn(conn diam.Conn) {
 		return
 	}
 	c.conn = nil
+	c.downSince = time.Now()
 	c.connected = make(chan struct{})
 	for id, ch := range c.pending {
 		close(ch)
@@ -277,9 +288,13 @@ func (c *Client) roundTrip(ctx context.Context, code uint32, env *Envelope, payl
 		c.mu.Lock()
 		conn = c.conn
 		up := c.connected
+		downSince := c.downSince
 		c.mu.Unlock()
 		if conn != nil {
 			break
+		}
+		if c.cfg.FailFastAfter > 0 && !downSince.IsZero() && time.Since(downSince) >= c.cfg.FailFastAfter {
+			return nil, fmt.Errorf("%s: %w (down for %s)", name, ErrNotConnected, time.Since(downSince).Round(time.Millisecond))
 		}
 		select {
 		case <-ctx.Done():

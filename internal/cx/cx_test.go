@@ -131,6 +131,48 @@ func (echoHandler) ServerAssignment(context.Context, *SAR) (*SAA, error) {
 }
 
 var _ = Describe("Cx client and server", Label("integration"), func() {
+	It("fails at once once the HSS has been gone for FailFastAfter, and serves again when it is back", SpecTimeout(30*time.Second), func(sctx SpecContext) {
+		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		addr := ln.Addr().String()
+		srv, err := NewServer(ServerConfig{OriginHost: "hss.ims.test", OriginRealm: "ims.test", AllowAnyPeer: true}, echoHandler{}, WithLogger(logger))
+		Expect(err).NotTo(HaveOccurred())
+		sctx1, stop1 := context.WithCancel(context.Background())
+		done1 := make(chan error, 1)
+		go func() { done1 <- srv.Serve(sctx1, ln) }()
+		cli, err := NewClient(ClientConfig{Addr: addr, OriginHost: "icscf.ims.test", OriginRealm: "ims.test",
+			DestinationRealm: "ims.test", ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
+			FailFastAfter: 300 * time.Millisecond}, WithClientLogger(logger))
+		Expect(err).NotTo(HaveOccurred())
+		cctx, cancel := context.WithCancel(context.Background())
+		DeferCleanup(cancel)
+		go func() { _ = cli.Run(cctx) }()
+		Eventually(cli.Connected()).Should(BeClosed())
+
+		stop1()
+		Eventually(done1).Should(Receive(BeNil()))
+		time.Sleep(400 * time.Millisecond) // down for longer than FailFastAfter
+		start := time.Now()
+		ctx, c1 := context.WithTimeout(sctx, 5*time.Second)
+		defer c1()
+		_, err = cli.LocationInfo(ctx, &LIR{PublicIdentity: "sip:a@ims.test"})
+		Expect(err).To(MatchError(ErrNotConnected))
+		Expect(time.Since(start)).To(BeNumerically("<", time.Second), "at once, not after the 5 s deadline")
+
+		ln2, err := net.Listen("tcp", addr)
+		Expect(err).NotTo(HaveOccurred())
+		srv2, err := NewServer(ServerConfig{OriginHost: "hss.ims.test", OriginRealm: "ims.test", AllowAnyPeer: true}, echoHandler{}, WithLogger(logger))
+		Expect(err).NotTo(HaveOccurred())
+		sctx2, stop2 := context.WithCancel(context.Background())
+		DeferCleanup(stop2)
+		go func() { _ = srv2.Serve(sctx2, ln2) }()
+		Eventually(cli.Connected(), 5*time.Second).Should(BeClosed())
+		a, err := cli.LocationInfo(sctx, &LIR{PublicIdentity: "sip:a@ims.test"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(a.Result).To(Equal(Success))
+	})
+
 	It("answers DIAMETER_TOO_BUSY without reaching the handler while the overload control sheds", SpecTimeout(20*time.Second), func(sctx SpecContext) {
 		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
