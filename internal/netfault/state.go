@@ -3,6 +3,8 @@ package netfault
 import (
 	"bufio"
 	"context"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -100,11 +102,75 @@ func stripOurTables(ruleset string) string {
 	order, blocks := tables(ruleset)
 	var sb strings.Builder
 	for _, k := range order {
-		if !isOurTable(k) {
+		switch {
+		case isOurTable(k):
+		case isXtTable(k):
+			sb.WriteString(normXtTable(blocks[k]))
+		default:
 			sb.WriteString(blocks[k])
 		}
 	}
 	return sb.String()
+}
+
+// xtTables are the iptables-nft tables the NFQUEUE delay line adds rules to.
+var xtTables = []string{"ip mangle", "ip6 mangle"}
+
+func isXtTable(key string) bool { return key == xtTables[0] || key == xtTables[1] }
+
+var queueNumRE = regexp.MustCompile(`\bqueue num ([0-9]+)\b`)
+
+// normXtTable returns an iptables-nft table block without what the delay line
+// adds: rules that send to a queue number of ours (queueBase and up; nft
+// cannot show their xt comment), then base chains left with no rule and
+// policy accept (iptables-nft creates them on first use; they change
+// nothing), then the table itself if no chain is left ("").
+func normXtTable(block string) string {
+	lines := strings.Split(strings.TrimSuffix(block, "\n"), "\n")
+	if len(lines) < 2 {
+		return block
+	}
+	var chains [][]string // each: header, body lines..., closing
+	var cur []string
+	for _, l := range lines[1 : len(lines)-1] {
+		t := strings.TrimSpace(l)
+		switch {
+		case cur == nil && strings.HasPrefix(t, "chain ") && strings.HasSuffix(t, "{"):
+			cur = []string{l}
+		case cur != nil && t == "}":
+			chains = append(chains, append(cur, l))
+			cur = nil
+		case cur != nil:
+			if m := queueNumRE.FindStringSubmatch(t); m != nil {
+				if n, err := strconv.Atoi(m[1]); err == nil && n >= queueBase {
+					continue
+				}
+			}
+			if t != "" {
+				cur = append(cur, l)
+			}
+		default:
+			// Something outside a chain (a set, a comment): keep the table.
+			if t != "" {
+				return block
+			}
+		}
+	}
+	var sb strings.Builder
+	for _, c := range chains {
+		body := c[1 : len(c)-1]
+		if len(body) == 1 && strings.HasPrefix(strings.TrimSpace(body[0]), "type ") && strings.HasSuffix(strings.TrimSpace(body[0]), "policy accept;") {
+			continue
+		}
+		for _, l := range c {
+			sb.WriteString(l)
+			sb.WriteByte('\n')
+		}
+	}
+	if sb.Len() == 0 {
+		return ""
+	}
+	return lines[0] + "\n" + sb.String() + lines[len(lines)-1] + "\n"
 }
 
 // ourTables returns the "FAMILY NAME" of every table of this package.
