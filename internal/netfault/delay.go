@@ -357,8 +357,10 @@ func deleteXtRules(ctx context.Context, ex Exec, rules [][]string) error {
 }
 
 // deleteEmptyXtTables deletes the ip and ip6 mangle tables when they hold no
-// rule and no chain with a policy other than accept: iptables-nft creates
-// them on first use and never removes them. Returns what it deleted.
+// rule and no chain with a policy other than accept (iptables-nft creates
+// them on first use and never removes them), and otherwise the OUTPUT and
+// PREROUTING chains the delay line used once they are empty with policy
+// accept.
 func deleteEmptyXtTables(ctx context.Context, ex Exec) error {
 	_, err := deleteEmptyXtTablesList(ctx, ex)
 	return err
@@ -373,13 +375,26 @@ func deleteEmptyXtTablesList(ctx context.Context, ex Exec) ([]string, error) {
 	var removed []string
 	for _, t := range xtTables {
 		b, ok := blocks[t]
-		if !ok || normXtTable(b) != "" {
+		if !ok {
 			continue
 		}
-		if _, err := ex(ctx, "nft", "delete table "+t); err != nil {
-			return removed, err
+		// Only what holds no rule at all goes, other delay lines' included.
+		if xtTableWithout(b, false) == "" {
+			if _, err := ex(ctx, "nft", "delete table "+t); err != nil {
+				return removed, err
+			}
+			removed = append(removed, "nft table "+t)
+			continue
 		}
-		removed = append(removed, "nft table "+t)
+		chains, _ := parseXtTable(b, false)
+		for _, c := range chains {
+			if (c.name == "OUTPUT" || c.name == "PREROUTING") && c.emptyAccept() {
+				if _, err := ex(ctx, "nft", "delete chain "+t+" "+c.name); err != nil {
+					return removed, err
+				}
+				removed = append(removed, "nft chain "+t+" "+c.name)
+			}
+		}
 	}
 	return removed, nil
 }

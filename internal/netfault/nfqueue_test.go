@@ -31,7 +31,7 @@ var _ = Describe("the nfqueue netlink messages", Label("unit"), func() {
 	It("binds a queue with copy mode META, a max length and the fail-open and GSO flags in one acknowledged message", func() {
 		m, err := netfault.QueueConfigMessage(17003, 10000)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(uint16(m.Header.Type)).To(Equal(uint16(3<<8 | 2)), "NFNL_SUBSYS_QUEUE, NFQNL_MSG_CONFIG")
+		Expect(uint16(m.Header.Type)).To(Equal(uint16(3<<8|2)), "NFNL_SUBSYS_QUEUE, NFQNL_MSG_CONFIG")
 		Expect(m.Header.Flags & netlink.Acknowledge).NotTo(BeZero())
 		Expect(m.Data[:4]).To(Equal([]byte{0, 0, 0x42, 0x6b}), "AF_UNSPEC, version 0, queue 17003 big endian")
 		attrs, err := netlink.UnmarshalAttributes(m.Data[4:])

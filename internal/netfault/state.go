@@ -120,49 +120,79 @@ func isXtTable(key string) bool { return key == xtTables[0] || key == xtTables[1
 
 var queueNumRE = regexp.MustCompile(`\bqueue num ([0-9]+)\b`)
 
-// normXtTable returns an iptables-nft table block without what the delay line
-// adds: rules that send to a queue number of ours (queueBase and up; nft
-// cannot show their xt comment), then base chains left with no rule and
-// policy accept (iptables-nft creates them on first use; they change
-// nothing), then the table itself if no chain is left ("").
-func normXtTable(block string) string {
+// xtChain is one chain of an iptables-nft table block, with our rules left out.
+type xtChain struct {
+	name  string
+	lines []string // header, body (no blank lines), closing brace
+}
+
+// emptyAccept: no rule, policy accept (a base chain that changes nothing).
+func (c xtChain) emptyAccept() bool {
+	body := c.lines[1 : len(c.lines)-1]
+	if len(body) != 1 {
+		return false
+	}
+	t := strings.TrimSpace(body[0])
+	return strings.HasPrefix(t, "type ") && strings.HasSuffix(t, "policy accept;")
+}
+
+// parseXtTable splits a table block into its chains, with strip leaving out
+// rules that send to a queue number of ours (queueBase and up: nft cannot
+// show their xt comment). ok is false when the table holds more than chains.
+func parseXtTable(block string, strip bool) (chains []xtChain, ok bool) {
 	lines := strings.Split(strings.TrimSuffix(block, "\n"), "\n")
 	if len(lines) < 2 {
-		return block
+		return nil, false
 	}
-	var chains [][]string // each: header, body lines..., closing
-	var cur []string
+	var cur *xtChain
 	for _, l := range lines[1 : len(lines)-1] {
 		t := strings.TrimSpace(l)
 		switch {
 		case cur == nil && strings.HasPrefix(t, "chain ") && strings.HasSuffix(t, "{"):
-			cur = []string{l}
+			cur = &xtChain{name: strings.Fields(t)[1], lines: []string{l}}
 		case cur != nil && t == "}":
-			chains = append(chains, append(cur, l))
+			cur.lines = append(cur.lines, l)
+			chains = append(chains, *cur)
 			cur = nil
 		case cur != nil:
-			if m := queueNumRE.FindStringSubmatch(t); m != nil {
+			if m := queueNumRE.FindStringSubmatch(t); strip && m != nil {
 				if n, err := strconv.Atoi(m[1]); err == nil && n >= queueBase {
 					continue
 				}
 			}
 			if t != "" {
-				cur = append(cur, l)
+				cur.lines = append(cur.lines, l)
 			}
 		default:
-			// Something outside a chain (a set, a comment): keep the table.
+			// Something outside a chain (a set, a comment).
 			if t != "" {
-				return block
+				return nil, false
 			}
 		}
 	}
+	return chains, cur == nil
+}
+
+// normXtTable returns an iptables-nft table block without what the delay line
+// adds: its rules, then base chains left with no rule and policy accept
+// (iptables-nft creates them on first use; they change nothing), then the
+// table itself if no chain is left ("").
+func normXtTable(block string) string {
+	return xtTableWithout(block, true)
+}
+
+// xtTableWithout is normXtTable, leaving our rules in unless strip.
+func xtTableWithout(block string, strip bool) string {
+	chains, ok := parseXtTable(block, strip)
+	if !ok {
+		return block
+	}
 	var sb strings.Builder
 	for _, c := range chains {
-		body := c[1 : len(c)-1]
-		if len(body) == 1 && strings.HasPrefix(strings.TrimSpace(body[0]), "type ") && strings.HasSuffix(strings.TrimSpace(body[0]), "policy accept;") {
+		if c.emptyAccept() {
 			continue
 		}
-		for _, l := range c {
+		for _, l := range c.lines {
 			sb.WriteString(l)
 			sb.WriteByte('\n')
 		}
@@ -170,6 +200,7 @@ func normXtTable(block string) string {
 	if sb.Len() == 0 {
 		return ""
 	}
+	lines := strings.Split(strings.TrimSuffix(block, "\n"), "\n")
 	return lines[0] + "\n" + sb.String() + lines[len(lines)-1] + "\n"
 }
 
