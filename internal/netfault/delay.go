@@ -241,12 +241,12 @@ func (o *delayObj) remove(ctx context.Context, ex Exec) error {
 				return o.d.netemQdisc().remove(ctx, ex)
 			}
 		}
-		if !haveIptablesNft() {
-			return nil
-		}
 	}
 	if o.mech == "netem" {
 		return o.qdisc.remove(ctx, ex)
+	}
+	if o.line == nil && !haveIptablesNft() {
+		return nil // no delay line and no iptables-nft: no rule can be there
 	}
 	iptMu.Lock()
 	defer iptMu.Unlock()
