@@ -258,7 +258,7 @@ func (o *delayObj) remove(ctx context.Context, ex Exec) error {
 		return err
 	}
 	if o.line != nil {
-		o.line.stop(20 * time.Millisecond)
+		o.line.stop()
 		o.line = nil
 	}
 	return deleteEmptyXtTables(ctx, ex)

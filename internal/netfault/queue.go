@@ -1,12 +1,12 @@
 package netfault
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
-	"sync"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -47,15 +47,19 @@ type QueueStats struct {
 // delayLine is the consumer of one NFQUEUE: it holds each packet in the
 // kernel (only its id comes to user space) for the delay ± jitter and then
 // accepts it. Verdicts may be given out of order.
+//
+// One goroutine does everything on its own OS thread, locked and given a
+// higher scheduling priority (nice -10, where permitted): it waits in
+// ppoll(2) for the socket or the next due verdict, reads every queued
+// packet, and sends each verdict when it is due, with plain syscalls. Go
+// timers and the netpoller would each add a hop through another thread,
+// and on a loaded machine every hop is a wait for a CPU.
 type delayLine struct {
 	queue         uint16
 	delay, jitter time.Duration
 	conn          *netlink.Conn
-
-	mu       sync.Mutex
-	pending  map[uint32]*time.Timer
-	draining bool // release at once from now on
-	closed   atomic.Bool
+	fd            int // the socket, valid until conn is closed after run returns
+	stopfd        int // eventfd: stop() writes it
 
 	received, released, errs atomic.Uint64
 	done                     chan struct{}
@@ -103,10 +107,19 @@ func startDelayLine(nsPath string, delay, jitter time.Duration) (*delayLine, err
 		}
 		return nil, fmt.Errorf("delay line: bind queue %d: %w", queue, err)
 	}
-	l := &delayLine{queue: queue, delay: delay, jitter: jitter, conn: conn,
-		pending: map[uint32]*time.Timer{}, done: make(chan struct{})}
+	l := &delayLine{queue: queue, delay: delay, jitter: jitter, conn: conn, done: make(chan struct{})}
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	if err := rc.Control(func(fd uintptr) { l.fd = int(fd) }); err != nil {
+		return nil, err
+	}
+	if l.stopfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return nil, fmt.Errorf("delay line: eventfd: %w", err)
+	}
 	ok = true
-	go l.run()
+	go l.run(20 * time.Millisecond)
 	return l, nil
 }
 
@@ -138,91 +151,147 @@ func (l *delayLine) hold() time.Duration {
 	return d
 }
 
-func (l *delayLine) run() {
+// held is one packet waiting for its verdict.
+type held struct {
+	due time.Time
+	id  uint32
+}
+
+// heldHeap orders held packets by due time.
+type heldHeap []held
+
+func (h heldHeap) Len() int           { return len(h) }
+func (h heldHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h heldHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *heldHeap) Push(x any)        { *h = append(*h, x.(held)) }
+func (h *heldHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// run is the delay line's loop (see delayLine). After stop() it releases
+// everything it holds and what still arrives, until nothing has arrived for
+// quiet, then returns.
+func (l *delayLine) run(quiet time.Duration) {
 	defer close(l.done)
+	// The thread keeps its raised priority, so it is never handed back: it
+	// ends with this goroutine.
+	runtime.LockOSThread()
+	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), -10)
+	var (
+		pending  heldHeap
+		buf      = make([]byte, 1<<16)
+		fds      = []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}, {Fd: int32(l.stopfd), Events: unix.POLLIN}}
+		stopping bool
+		lastRx   time.Time
+	)
 	for {
-		msgs, err := l.conn.Receive()
-		if err != nil {
-			if l.closed.Load() || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EBADF) {
-				return
+		var timeout *unix.Timespec
+		if stopping {
+			ts := unix.NsecToTimespec(int64(quiet))
+			timeout = &ts
+		} else if len(pending) > 0 {
+			ts := unix.NsecToTimespec(max(int64(time.Until(pending[0].due)), 0))
+			timeout = &ts
+		}
+		if _, err := unix.Ppoll(fds, timeout, nil); err != nil && err != unix.EINTR {
+			l.errs.Add(1)
+			time.Sleep(time.Millisecond)
+		}
+		if len(fds) > 1 && fds[1].Revents != 0 {
+			stopping, fds = true, fds[:1]
+			for _, h := range pending {
+				l.verdict(h.id)
 			}
-			// ENOBUFS (the socket overflowed: those packets were accepted
-			// undelayed, the queue is fail-open) or an NLMSG_ERROR for a
-			// verdict on a packet the kernel no longer holds.
+			pending = pending[:0]
+			lastRx = time.Now()
+		}
+		now := time.Now()
+		for _, p := range l.read(buf) {
+			l.received.Add(1)
+			lastRx = now
+			d := l.hold()
+			if stopping || d <= 0 {
+				l.verdict(p.ID)
+				continue
+			}
+			heap.Push(&pending, held{due: now.Add(d), id: p.ID})
+		}
+		if stopping && time.Since(lastRx) >= quiet {
+			return
+		}
+		for len(pending) > 0 && !time.Now().Before(pending[0].due) {
+			l.verdict(heap.Pop(&pending).(held).id)
+		}
+	}
+}
+
+// read returns every packet message waiting on the socket.
+func (l *delayLine) read(buf []byte) []queuedPacket {
+	var out []queuedPacket
+	for {
+		n, _, err := unix.Recvfrom(l.fd, buf, unix.MSG_DONTWAIT)
+		if err == unix.EAGAIN || err == unix.EINTR {
+			return out
+		}
+		if err != nil {
+			// ENOBUFS: the socket overflowed; those packets were accepted
+			// undelayed (the queue is fail-open).
+			l.errs.Add(1)
+			return out
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
 			l.errs.Add(1)
 			continue
 		}
-		now := time.Now()
 		for _, m := range msgs {
-			p, err := parsePacket(m)
+			if m.Header.Type == unix.NLMSG_ERROR {
+				// A refused verdict (the kernel no longer holds the id).
+				l.errs.Add(1)
+				continue
+			}
+			p, err := parsePacket(netlink.Message{
+				Header: netlink.Header{Length: m.Header.Len, Type: netlink.HeaderType(m.Header.Type),
+					Flags: netlink.HeaderFlags(m.Header.Flags), Sequence: m.Header.Seq, PID: m.Header.Pid},
+				Data: m.Data,
+			})
 			if err != nil {
 				if !errors.Is(err, errNotPacket) {
 					l.errs.Add(1)
 				}
 				continue
 			}
-			l.received.Add(1)
-			l.schedule(p.ID, l.hold()-time.Since(now))
+			out = append(out, p)
 		}
 	}
-}
-
-func (l *delayLine) schedule(id uint32, d time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.draining || d <= 0 {
-		l.verdict(id)
-		return
-	}
-	l.pending[id] = time.AfterFunc(d, func() {
-		l.mu.Lock()
-		_, mine := l.pending[id]
-		delete(l.pending, id)
-		l.mu.Unlock()
-		if mine {
-			l.verdict(id)
-		}
-	})
 }
 
 func (l *delayLine) verdict(id uint32) {
-	if _, err := l.conn.Send(verdictMessage(l.queue, id)); err != nil {
+	m := verdictMessage(l.queue, id)
+	m.Header.Length = uint32(16 + len(m.Data))
+	b, err := m.MarshalBinary()
+	if err == nil {
+		err = unix.Sendto(l.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+	}
+	if err != nil {
 		l.errs.Add(1)
 		return
 	}
 	l.released.Add(1)
 }
 
-// stop releases every held packet at once, keeps releasing what still
-// arrives for quiet (the rules are gone by now; packets already in the socket
-// buffer would be dropped by the kernel when the socket closes), then closes
+// stop makes run release every held packet at once and what still arrives
+// (the rules are gone by now; packets left in the socket buffer would be
+// dropped by the kernel when the socket closes), waits for it, then closes
 // the socket, which destroys the queue.
-func (l *delayLine) stop(quiet time.Duration) {
-	l.mu.Lock()
-	l.draining = true
-	ids := make([]uint32, 0, len(l.pending))
-	for id, t := range l.pending {
-		// A timer that already fired sends its own verdict.
-		if t.Stop() {
-			ids = append(ids, id)
-			delete(l.pending, id)
-		}
-	}
-	l.mu.Unlock()
-	for _, id := range ids {
-		l.verdict(id)
-	}
-	for last := l.received.Load(); ; {
-		time.Sleep(quiet)
-		if n := l.received.Load(); n != last {
-			last = n
-			continue
-		}
-		break
-	}
-	l.closed.Store(true)
-	l.conn.Close()
+func (l *delayLine) stop() {
+	_, _ = unix.Write(l.stopfd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 	<-l.done
+	l.conn.Close()
+	unix.Close(l.stopfd)
 }
 
 func (l *delayLine) stats() QueueStats {
