@@ -218,6 +218,46 @@ var _ = Describe("the NFQUEUE delay line", Label("netns"), func() {
 		Expect(after.ruleset).To(ContainSubstring("udp dport 9"))
 	}, FlakeAttempts(2), SpecTimeout(60*time.Second))
 
+	It("applies and heals several delays concurrently and leaves the namespace as it was", func(ctx SpecContext) {
+		before := snap(ctx, p.exA)
+		specs := []netfault.Delay{
+			{Delay: 5 * time.Millisecond, Direction: netfault.Out, Peers: peer(addrB)},
+			{Delay: 6 * time.Millisecond, Direction: netfault.In, Peers: peer(addrB)},
+			{Delay: 7 * time.Millisecond, Direction: netfault.Out, Peers: peer(addrC)},
+			{Delay: 8 * time.Millisecond},
+		}
+		faults := make([]*netfault.Fault, len(specs))
+		for i, s := range specs {
+			faults[i] = delayAt(s)
+		}
+		each := func(op func(*netfault.Fault) error) []error {
+			errs := make([]error, len(faults))
+			done := make(chan int)
+			for i, f := range faults {
+				go func() { errs[i] = op(f); done <- i }()
+			}
+			for range faults {
+				<-done
+			}
+			return errs
+		}
+		for _, err := range each(func(f *netfault.Fault) error { return f.Apply(ctx) }) {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		queues := map[uint16]bool{}
+		for _, f := range faults {
+			st, ok := f.QueueStats()
+			Expect(ok).To(BeTrue())
+			queues[st.Queue] = true
+		}
+		Expect(queues).To(HaveLen(len(faults)), "one queue each")
+		Expect(p.probe(ctx, p.nsA, addrB, 10, 5*time.Millisecond, 300*time.Millisecond).Recv).To(Equal(10), "traffic flows through the queues")
+		for _, err := range each(func(f *netfault.Fault) error { return f.Heal(ctx) }) {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Expect(snap(ctx, p.exA)).To(Equal(before))
+	}, SpecTimeout(60*time.Second))
+
 	It("Clean removes the rules a crashed run left and the table they were in", func(ctx SpecContext) {
 		before := snap(ctx, p.exA)
 		// A crashed run: its rule stays, its consumer is gone (bypass: traffic flows).
