@@ -1,11 +1,12 @@
 // Package netfault applies and heals network faults inside one network
 // namespace with the kernel's own mechanisms: nftables for partitions,
-// isolation and random loss, tc qdiscs (tbf, netem) for rate and delay.
-// It runs the nft, tc and ip binaries (iproute2, nftables) through an Exec
-// that places the command in the target namespace, so it needs no netlink
-// library and nothing inside a container image: InNetns for a namespace
-// created with `ip netns add`, InPID for a container's namespace entered
-// from the host, InNetnsPath for a bind-mounted namespace file.
+// isolation and random loss, tc qdiscs (tbf, netem) for rate and delay, and,
+// where the kernel has no netem, an NFQUEUE delay line for delay.
+// It runs the nft, tc, ip and iptables-nft binaries through an Exec that
+// places the command in the target namespace, so it needs nothing inside a
+// container image: InNetns for a namespace created with `ip netns add`, InPID
+// for a container's namespace entered from the host, InNetnsPath for a
+// bind-mounted namespace file.
 //
 // # Silent drop is the default
 //
@@ -23,8 +24,9 @@
 //
 // Before a fault is applied, its Fault snapshots `nft list ruleset` (without
 // counters) and `tc qdisc show` in the namespace. Every fault owns one object:
-// an nftables table named imslab_fault_<kind>_<hash> (family inet), or the
-// root qdisc of one device with the fixed handle fa17:. Heal deletes only that
+// an nftables table named imslab_fault_<kind>_<hash> (family inet), the root
+// qdiscs with the fixed handle fa17: of one device (or of all), or a delay
+// line's iptables-nft rules and queue. Heal deletes only that
 // object and then compares the namespace with the snapshot; any difference in
 // what is not this package's is an error (ErrNotRestored). Objects of other
 // faults of this package that are still applied are left out of the
@@ -32,9 +34,30 @@
 // Heal are idempotent. Clean removes every object this package could have left
 // behind after a crash.
 //
-// Rate and delay shape the egress of one device only (as tc always does); to
-// shape a link in both directions apply the fault in both namespaces.
+// Rate shapes the egress of one device, or of every device but lo with Device
+// "" (as tc always does); to shape a link in both directions apply the fault
+// in both namespaces.
 //
-// netem (delay, jitter) needs a kernel with CONFIG_NET_SCH_NETEM. Without it
-// Delay.Apply returns an error wrapping ErrUnsupported and changes nothing.
+// # Delay: netem or the NFQUEUE delay line
+//
+// A Delay with Direction Out and no Peers is a netem root qdisc where the
+// kernel has sch_netem (CONFIG_NET_SCH_NETEM). Every other Delay, and every
+// Delay on a kernel without netem, is the NFQUEUE delay line: iptables-nft
+// rules in the namespace's mangle table (OUTPUT for Out, PREROUTING for In,
+// comment imslab_fault_delay_<hash>, --queue-bypass) send the matching
+// packets to an NFQUEUE of the fault's own (numbers from 17000 up), and a
+// goroutine holding a netfilter netlink socket opened inside the namespace
+// (NewAt's namespace file, entered with setns on a locked thread) keeps each
+// packet in the kernel for Delay ± a uniform Jitter and then accepts it. Only
+// metadata crosses to user space (copy mode META). The queue holds 10000
+// packets and is fail-open: what it cannot hold, and everything once the
+// consumer is gone, passes undelayed rather than being dropped. The consumer's
+// wake-up latency adds to every delay and it bounds the packet rate; the
+// figures are in docs/faults.md. The delay line lives in the process that
+// applied it.
+//
+// iptables-nft creates `table ip mangle` (and ip6) with base chains on first
+// use; Heal deletes the chains and the table again once they hold no rule,
+// and the snapshot comparison leaves out the delay line's rules and empty
+// accept-policy base chains, which change nothing.
 package netfault

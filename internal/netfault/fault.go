@@ -89,7 +89,11 @@ func NewAt(ex Exec, path string, spec Spec) (*Fault, error) {
 	if err := spec.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, spec, err)
 	}
-	return &Fault{spec: spec, ex: ex, path: path, obj: spec.object()}, nil
+	obj := spec.object()
+	if o, ok := obj.(interface{ bindPath(string) }); ok {
+		o.bindPath(path)
+	}
+	return &Fault{spec: spec, ex: ex, path: path, obj: obj}, nil
 }
 
 func (f *Fault) String() string { return f.spec.String() }

@@ -357,17 +357,17 @@ var _ = Describe("faults in a network namespace", Label("netns"), func() {
 		Expect(snap(ctx, p.exA)).To(Equal(before))
 	}, SpecTimeout(30*time.Second))
 
-	It("delay: measured when the kernel has netem, ErrUnsupported without a trace when not", func(ctx SpecContext) {
+	It("delay: netem when the kernel has it; without, the delay line, which needs the namespace file", func(ctx SpecContext) {
 		before := snap(ctx, p.exA)
 		ok, err := netfault.NetemSupported(ctx, p.exA)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(snap(ctx, p.exA)).To(Equal(before), "the probe leaves nothing behind")
-		f := mustFault(p.exA, netfault.Delay{Device: p.devA, Delay: 50 * time.Millisecond})
+		f := mustFault(p.exA, netfault.Delay{Device: p.devA, Delay: 50 * time.Millisecond, Direction: netfault.Out})
 		if !ok {
-			AddReportEntry("delay", "this kernel has no sch_netem: Delay returns ErrUnsupported")
+			AddReportEntry("delay", "this kernel has no sch_netem: Delay uses the NFQUEUE delay line (its own specs)")
 			err := f.Apply(ctx)
-			Expect(errors.Is(err, netfault.ErrUnsupported)).To(BeTrue(), "err = %v", err)
-			Expect(err.Error()).To(ContainSubstring("CONFIG_NET_SCH_NETEM"))
+			Expect(errors.Is(err, netfault.ErrInvalid)).To(BeTrue(), "err = %v", err)
+			Expect(err.Error()).To(ContainSubstring("NewAt"))
 			Expect(f.Applied()).To(BeFalse())
 			Expect(snap(ctx, p.exA)).To(Equal(before))
 			Expect(f.Heal(ctx)).To(Succeed())
@@ -375,6 +375,7 @@ var _ = Describe("faults in a network namespace", Label("netns"), func() {
 		}
 		base := median(p.probe(ctx, p.nsA, addrB, 20, 20*time.Millisecond, 300*time.Millisecond).RTTus)
 		Expect(f.Apply(ctx)).To(Succeed())
+		Expect(f.Mechanism()).To(Equal("netem"))
 		r := p.probe(ctx, p.nsA, addrB, 20, 20*time.Millisecond, 300*time.Millisecond)
 		Expect(r.Recv).To(Equal(20))
 		got := float64(median(r.RTTus) - base)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,16 +13,18 @@ import (
 
 // Rate limits the egress of Device to Rate (tc syntax in bits per second:
 // "800kbit", "1mbit", "1.5gbit") with a token bucket filter (tbf) as the root
-// qdisc. Packets over the rate queue for up to 50 ms, then are dropped.
+// qdisc. Packets over the rate queue for up to 50 ms, then are dropped. Device
+// "" shapes every non-loopback device of the namespace, each with its own
+// tbf at Rate (one fault object: applied and healed together).
 type Rate struct {
 	Device string
 	Rate   string
 }
 
-func (r Rate) String() string { return fmt.Sprintf("rate %s dev %s", r.Rate, r.Device) }
+func (r Rate) String() string { return fmt.Sprintf("rate %s dev %s", r.Rate, devName(r.Device)) }
 
 func (r Rate) validate() error {
-	if err := validDev(r.Device); err != nil {
+	if err := validDevOrAll(r.Device); err != nil {
 		return err
 	}
 	_, err := parseRate(r.Rate)
@@ -34,57 +35,38 @@ func (r Rate) object() object {
 	bps, _ := parseRate(r.Rate)
 	// The bucket holds 10 ms at the rate, at least two full-size frames.
 	burst := max(int(bps/8/100), 3200)
-	return ourQdisc{dev: r.Device, args: []string{"tbf", "rate", r.Rate, "burst", strconv.Itoa(burst), "latency", "50ms"}}
+	return &ourQdisc{dev: r.Device, args: []string{"tbf", "rate", r.Rate, "burst", strconv.Itoa(burst), "latency", "50ms"}}
 }
 
-// Delay adds Delay (and a uniform Jitter) to every packet leaving Device, with
-// netem as the root qdisc. It needs CONFIG_NET_SCH_NETEM; without it Apply
-// returns an error wrapping ErrUnsupported and changes nothing.
-//
-// Peers, when set, limits the delay to packets to (Direction Out, the
-// default for a delay) or from (In) those prefixes.
-type Delay struct {
-	Device    string
-	Delay     time.Duration
-	Jitter    time.Duration
-	Peers     []netip.Prefix
-	Direction Direction
-}
-
-func (d Delay) String() string {
-	return fmt.Sprintf("delay %s jitter %s dev %s", d.Delay, d.Jitter, d.Device)
-}
-
-func (d Delay) validate() error {
-	if err := validDev(d.Device); err != nil {
-		return err
-	}
-	if d.Delay <= 0 || d.Jitter < 0 || d.Jitter > d.Delay {
-		return fmt.Errorf("need delay > 0 and 0 <= jitter <= delay (got %s, %s)", d.Delay, d.Jitter)
-	}
-	return nil
-}
-
-func (d Delay) object() object {
-	args := []string{"netem", "delay", usec(d.Delay)}
-	if d.Jitter > 0 {
-		args = append(args, usec(d.Jitter))
-	}
-	// A queue long enough for a fast link held for the delay.
-	args = append(args, "limit", "10000")
-	return ourQdisc{dev: d.Device, args: args, netem: true}
-}
-
-func usec(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) + "us" }
-
-// ourQdisc is a root qdisc of ours (handle fa17:) on one device.
+// ourQdisc is a root qdisc of ours (handle fa17:) on one device, or on every
+// non-loopback device when dev is "".
 type ourQdisc struct {
 	dev   string
 	args  []string
 	netem bool
+
+	mu   sync.Mutex
+	devs []string // the devices it was applied to (dev "": as found at apply)
 }
 
-func (q ourQdisc) apply(ctx context.Context, ex Exec, again bool) error {
+// devices returns the devices the qdisc goes on.
+func (q *ourQdisc) devices(ctx context.Context, ex Exec) ([]string, error) {
+	if q.dev != "" {
+		return []string{q.dev}, nil
+	}
+	devs, err := Links(ctx, ex)
+	if err != nil {
+		return nil, err
+	}
+	if len(devs) == 0 {
+		return nil, fmt.Errorf("no device but lo in the namespace")
+	}
+	return devs, nil
+}
+
+func (q *ourQdisc) apply(ctx context.Context, ex Exec, again bool) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.netem {
 		ok, err := NetemSupported(ctx, ex)
 		if err != nil {
@@ -94,47 +76,131 @@ func (q ourQdisc) apply(ctx context.Context, ex Exec, again bool) error {
 			return errNoNetem
 		}
 	}
+	devs, err := q.devices(ctx, ex)
+	if err != nil {
+		return err
+	}
 	cur, err := Qdiscs(ctx, ex)
 	if err != nil {
 		return err
 	}
-	if root, ok := findRoot(cur, q.dev); ok && root.handle != "0:" {
-		if root.handle != qdiscHandle {
-			return fmt.Errorf("%w: %s has root qdisc %q, not ours; refusing to replace it", ErrBusy, q.dev, root.text)
-		}
-		if !again {
-			return fmt.Errorf("%w: %s already has a root qdisc of another imslab fault (%q); heal it or run Clean", ErrBusy, q.dev, root.text)
+	mine := map[string]bool{}
+	for _, d := range q.devs {
+		mine[d] = true
+	}
+	// Refuse before changing anything.
+	for _, dev := range devs {
+		if root, ok := findRoot(cur, dev); ok && root.handle != "0:" {
+			if root.handle != qdiscHandle {
+				return fmt.Errorf("%w: %s has root qdisc %q, not ours; refusing to replace it", ErrBusy, dev, root.text)
+			}
+			if !again || !mine[dev] {
+				return fmt.Errorf("%w: %s already has a root qdisc of another imslab fault (%q); heal it or run Clean", ErrBusy, dev, root.text)
+			}
 		}
 	}
-	argv := append([]string{"tc", "qdisc", "replace", "dev", q.dev, "root", "handle", qdiscHandle}, q.args...)
-	if _, err := ex(ctx, argv...); err != nil {
-		return err
+	for _, dev := range devs {
+		argv := append([]string{"tc", "qdisc", "replace", "dev", dev, "root", "handle", qdiscHandle}, q.args...)
+		if _, err := ex(ctx, argv...); err != nil {
+			return err
+		}
+		if !mine[dev] {
+			mine[dev] = true
+			q.devs = append(q.devs, dev)
+		}
 	}
 	cur, err = Qdiscs(ctx, ex)
 	if err != nil {
 		return err
 	}
-	if root, ok := findRoot(cur, q.dev); !ok || root.handle != qdiscHandle || root.kind != q.args[0] {
-		return fmt.Errorf("root qdisc of %s is not ours after tc succeeded: %q", q.dev, strings.TrimSpace(cur))
+	for _, dev := range devs {
+		if root, ok := findRoot(cur, dev); !ok || root.handle != qdiscHandle || root.kind != q.args[0] {
+			return fmt.Errorf("root qdisc of %s is not ours after tc succeeded: %q", dev, strings.TrimSpace(cur))
+		}
 	}
 	return nil
 }
 
-func (q ourQdisc) remove(ctx context.Context, ex Exec) error {
+// targets returns the devices whose root qdisc remove and present look at:
+// those it was applied to, or (for dev "" after a crash) every device with a
+// root qdisc of ours of the same kind.
+func (q *ourQdisc) targets(qdiscs string) []string {
+	if q.dev != "" {
+		return []string{q.dev}
+	}
+	if len(q.devs) > 0 {
+		return q.devs
+	}
+	var out []string
+	for _, l := range parseQdiscs(qdiscs) {
+		if l.root && l.handle == qdiscHandle && l.kind == q.args[0] {
+			out = append(out, l.dev)
+		}
+	}
+	return out
+}
+
+func (q *ourQdisc) remove(ctx context.Context, ex Exec) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	cur, err := Qdiscs(ctx, ex)
 	if err != nil {
 		return err
 	}
-	if root, ok := findRoot(cur, q.dev); ok && root.handle == qdiscHandle {
-		_, err = ex(ctx, "tc", "qdisc", "del", "dev", q.dev, "root", "handle", qdiscHandle)
+	var errs []error
+	for _, dev := range q.targets(cur) {
+		if root, ok := findRoot(cur, dev); ok && root.handle == qdiscHandle {
+			if _, err := ex(ctx, "tc", "qdisc", "del", "dev", dev, "root", "handle", qdiscHandle); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
-	return err
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	q.devs = nil
+	return nil
 }
 
-func (q ourQdisc) present(st state) bool {
-	root, ok := findRoot(st.qdiscs, q.dev)
-	return ok && root.handle == qdiscHandle
+func (q *ourQdisc) present(st state) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, dev := range q.targets(st.qdiscs) {
+		if root, ok := findRoot(st.qdiscs, dev); ok && root.handle == qdiscHandle {
+			return true
+		}
+	}
+	return false
 }
+
+// Links returns the names of the namespace's devices other than lo
+// (`ip -o link show`).
+func Links(ctx context.Context, ex Exec) ([]string, error) {
+	out, err := ex(ctx, "ip", "-o", "link", "show")
+	if err != nil {
+		return nil, err
+	}
+	return parseLinks(string(out)), nil
+}
+
+// parseLinks reads `ip -o link show`: "2: eth0@if7: <...> ...".
+func parseLinks(s string) []string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.HasSuffix(f[0], ":") {
+			continue
+		}
+		name := strings.TrimSuffix(f[1], ":")
+		name, _, _ = strings.Cut(name, "@")
+		if name != "lo" && name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func usec(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) + "us" }
 
 var errNoNetem = fmt.Errorf("%w: sch_netem is missing (kernel built without CONFIG_NET_SCH_NETEM and no module): delay and jitter cannot be applied", ErrUnsupported)
 
@@ -190,6 +256,21 @@ func parseRate(s string) (float64, error) {
 
 var devRE = regexp.MustCompile(`^[A-Za-z0-9_.@:-]{1,15}$`)
 
+// devName is how a fault's String shows a device; "" is every device.
+func devName(d string) string {
+	if d == "" {
+		return "*"
+	}
+	return d
+}
+
+func validDevOrAll(d string) error {
+	if d == "" {
+		return nil
+	}
+	return validDev(d)
+}
+
 func validDev(d string) error {
 	if !devRE.MatchString(d) {
 		return fmt.Errorf("bad device name %q", d)
@@ -198,8 +279,10 @@ func validDev(d string) error {
 }
 
 // Clean removes everything this package may have left in the namespace:
-// every nftables table named imslab_fault*, every root qdisc with handle fa17:
-// and the netem probe link. It returns the objects it removed.
+// every nftables table named imslab_fault*, every root qdisc with handle fa17:,
+// the netem probe link, and every iptables-nft rule of a delay line (comment
+// imslab_fault_delay_*) with the mangle tables they leave empty. It returns
+// the objects it removed.
 func Clean(ctx context.Context, ex Exec) ([]string, error) {
 	var removed []string
 	var errs []error
@@ -233,6 +316,11 @@ func Clean(ctx context.Context, ex Exec) ([]string, error) {
 		} else {
 			removed = append(removed, "link "+probeLink)
 		}
+	}
+	d, err := cleanDelayRules(ctx, ex)
+	removed = append(removed, d...)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return removed, fmt.Errorf("netfault: clean: %w", err)

@@ -3,6 +3,8 @@ package netfault
 import (
 	"bufio"
 	"context"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -100,11 +102,106 @@ func stripOurTables(ruleset string) string {
 	order, blocks := tables(ruleset)
 	var sb strings.Builder
 	for _, k := range order {
-		if !isOurTable(k) {
+		switch {
+		case isOurTable(k):
+		case isXtTable(k):
+			sb.WriteString(normXtTable(blocks[k]))
+		default:
 			sb.WriteString(blocks[k])
 		}
 	}
 	return sb.String()
+}
+
+// xtTables are the iptables-nft tables the NFQUEUE delay line adds rules to.
+var xtTables = []string{"ip mangle", "ip6 mangle"}
+
+func isXtTable(key string) bool { return key == xtTables[0] || key == xtTables[1] }
+
+var queueNumRE = regexp.MustCompile(`\bqueue num ([0-9]+)\b`)
+
+// xtChain is one chain of an iptables-nft table block, with our rules left out.
+type xtChain struct {
+	name  string
+	lines []string // header, body (no blank lines), closing brace
+}
+
+// emptyAccept: no rule, policy accept (a base chain that changes nothing).
+func (c xtChain) emptyAccept() bool {
+	body := c.lines[1 : len(c.lines)-1]
+	if len(body) != 1 {
+		return false
+	}
+	t := strings.TrimSpace(body[0])
+	return strings.HasPrefix(t, "type ") && strings.HasSuffix(t, "policy accept;")
+}
+
+// parseXtTable splits a table block into its chains, with strip leaving out
+// rules that send to a queue number of ours (queueBase and up: nft cannot
+// show their xt comment). ok is false when the table holds more than chains.
+func parseXtTable(block string, strip bool) (chains []xtChain, ok bool) {
+	lines := strings.Split(strings.TrimSuffix(block, "\n"), "\n")
+	if len(lines) < 2 {
+		return nil, false
+	}
+	var cur *xtChain
+	for _, l := range lines[1 : len(lines)-1] {
+		t := strings.TrimSpace(l)
+		switch {
+		case cur == nil && strings.HasPrefix(t, "chain ") && strings.HasSuffix(t, "{"):
+			cur = &xtChain{name: strings.Fields(t)[1], lines: []string{l}}
+		case cur != nil && t == "}":
+			cur.lines = append(cur.lines, l)
+			chains = append(chains, *cur)
+			cur = nil
+		case cur != nil:
+			if m := queueNumRE.FindStringSubmatch(t); strip && m != nil {
+				if n, err := strconv.Atoi(m[1]); err == nil && n >= queueBase {
+					continue
+				}
+			}
+			if t != "" {
+				cur.lines = append(cur.lines, l)
+			}
+		default:
+			// Something outside a chain (a set, a comment).
+			if t != "" {
+				return nil, false
+			}
+		}
+	}
+	return chains, cur == nil
+}
+
+// normXtTable returns an iptables-nft table block without what the delay line
+// adds: its rules, then base chains left with no rule and policy accept
+// (iptables-nft creates them on first use; they change nothing), then the
+// table itself if no chain is left ("").
+func normXtTable(block string) string {
+	return xtTableWithout(block, true)
+}
+
+// xtTableWithout is normXtTable, leaving our rules in unless strip.
+func xtTableWithout(block string, strip bool) string {
+	chains, ok := parseXtTable(block, strip)
+	if !ok {
+		return block
+	}
+	var sb strings.Builder
+	for _, c := range chains {
+		if c.emptyAccept() {
+			continue
+		}
+		for _, l := range c.lines {
+			sb.WriteString(l)
+			sb.WriteByte('\n')
+		}
+	}
+	if sb.Len() == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSuffix(block, "\n"), "\n")
+	return lines[0] + "\n" + sb.String() + lines[len(lines)-1] + "\n"
 }
 
 // ourTables returns the "FAMILY NAME" of every table of this package.
