@@ -1,0 +1,185 @@
+package ue
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Reachability configures the reachability probes (Config.Reachability): after a fault, every affected user
+// (registered through a faulted node) is called by a prober phone (MT probe) and, when it is a caller, calls a
+// prober phone (MO probe), on a fixed schedule, until each direction has succeeded Confirm times in a row. The
+// probers are extra subscribers after the phones' range; probe calls are short (answered, then BYE at once) and
+// marked in their records (Record.Probe), so the report keeps them out of the users' own traffic. A probe never
+// changes what the probed phone does: a restoration 504 to an MO probe does not make it register again.
+type Reachability struct {
+	// Interval is the probe schedule (0 = no probes). Each affected user is probed every Interval from its own
+	// random phase; a direction whose previous probe is still in progress skips the tick.
+	Interval time.Duration `yaml:"interval"`
+	// Confirm is the number of successful probes in a row, per direction, after which a user is no longer
+	// probed in that direction (default 2).
+	Confirm int `yaml:"confirm"`
+	// Probers is the number of prober phones (default 4): users From+Count … From+Count+Probers-1.
+	Probers int `yaml:"probers"`
+}
+
+// Probe kinds written in Record.Probe.
+const (
+	ProbeMT     = "mt"     // a prober called the affected user (Record.ProbeUser)
+	ProbeMO     = "mo"     // the affected user called a prober
+	ProbeProber = "prober" // a prober phone's own registration
+)
+
+func (r *Reachability) applyDefaults() {
+	if r.Confirm == 0 {
+		r.Confirm = 2
+	}
+	if r.Probers == 0 {
+		r.Probers = 4
+	}
+}
+
+// Validate names the bad field (prefix: the field path, e.g. "reachability").
+func (r *Reachability) Validate(prefix string) error {
+	switch {
+	case r.Interval < 0:
+		return fmt.Errorf("%s.interval: must not be negative, is %s", prefix, r.Interval)
+	case r.Interval > 0 && r.Interval < 10*time.Millisecond:
+		return fmt.Errorf("%s.interval: must be at least 10ms, is %s", prefix, r.Interval)
+	case r.Confirm < 1:
+		return fmt.Errorf("%s.confirm: must be at least 1, is %d", prefix, r.Confirm)
+	case r.Probers < 1:
+		return fmt.Errorf("%s.probers: must be at least 1, is %d", prefix, r.Probers)
+	}
+	return nil
+}
+
+// isProber reports whether user is one of the prober phones.
+func (u *UE) isProber(user string) bool {
+	p := u.byUser[user]
+	return p != nil && p.prober
+}
+
+// Probers returns the prober phones (empty without Config.Reachability.Interval).
+func (u *UE) Probers() []*Phone { return u.probers }
+
+// hostNode is the node name of a host name: "pcscf1.ims.test" → "pcscf1".
+func hostNode(h string) string {
+	n, _, _ := strings.Cut(h, ".")
+	return n
+}
+
+// StartReachability starts the reachability probes of the users registered (now) through one of the nodes
+// (node names: pcscf1, scscf2). It returns at once with the number of users it probes; the probes run until
+// each user is confirmed reachable in its directions or the phones stop. A user probed already (an earlier
+// fault) is not probed twice. The UE emits a reachability_start event naming the nodes and the users.
+func (u *UE) StartReachability(nodes []string) int {
+	rc := u.cfg.Reachability
+	if rc.Interval <= 0 || !u.running.Load() || len(u.probers) == 0 {
+		return 0
+	}
+	hit := map[string]bool{}
+	for _, n := range nodes {
+		hit[n] = true
+	}
+	var users []string
+	var probed []*Phone
+	u.reachMu.Lock()
+	for _, p := range u.phones {
+		h := p.hosts()
+		if !p.Registered() || (!hit[hostNode(h.pcscf)] && !hit[hostNode(h.scscf)]) || u.reachSeen[p.user] {
+			continue
+		}
+		u.reachSeen[p.user] = true
+		users = append(users, p.impu)
+		probed = append(probed, p)
+	}
+	u.reachMu.Unlock()
+	u.events.Emit("reachability_start", map[string]any{"nodes": nodes, "users": users,
+		"interval_ms": rc.Interval.Milliseconds(), "confirm": rc.Confirm})
+	u.log.Info("ue: reachability probes", "nodes", nodes, "users", len(users), "interval", rc.Interval.String())
+	for _, p := range probed {
+		phase := time.Duration(u.float() * float64(rc.Interval))
+		if !u.goBackground(func() { u.probeUser(p, hit, phase) }) {
+			break
+		}
+	}
+	return len(users)
+}
+
+// pickProber returns a registered prober that is not registered through a faulted node, or nil.
+func (u *UE) pickProber(hit map[string]bool) *Phone {
+	var ok []*Phone
+	for _, q := range u.probers {
+		h := q.hosts()
+		if q.Registered() && !hit[hostNode(h.pcscf)] && !hit[hostNode(h.scscf)] {
+			ok = append(ok, q)
+		}
+	}
+	if len(ok) == 0 {
+		return nil
+	}
+	return ok[u.intn(len(ok))]
+}
+
+// probeUser probes one affected user every Interval from phase until each of its directions is confirmed.
+func (u *UE) probeUser(p *Phone, hit map[string]bool, phase time.Duration) {
+	rc := u.cfg.Reachability
+	ctx := u.runCtx
+	type dir struct {
+		name     string
+		inFlight atomic.Bool
+		okRun    atomic.Int32 // successes in a row
+	}
+	dirs := []*dir{{name: ProbeMT}}
+	if p.role == RoleCaller {
+		dirs = append(dirs, &dir{name: ProbeMO})
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t := time.NewTimer(phase)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		t.Reset(rc.Interval)
+		done := true
+		for _, d := range dirs {
+			if int(d.okRun.Load()) >= rc.Confirm {
+				continue
+			}
+			done = false
+			if !d.inFlight.CompareAndSwap(false, true) {
+				continue // the previous probe of this direction is still in progress
+			}
+			prober := u.pickProber(hit)
+			if prober == nil {
+				d.inFlight.Store(false)
+				u.log.Warn("ue: no prober phone outside the faulted nodes", "impu", p.impu)
+				continue
+			}
+			wg.Go(func() {
+				defer d.inFlight.Store(false)
+				var err error
+				if d.name == ProbeMT {
+					_, err = prober.call(ctx, p.user, 0, ProbeMT, p.impu)
+				} else {
+					_, err = p.call(ctx, prober.user, 0, ProbeMO, p.impu)
+				}
+				if err == nil {
+					d.okRun.Add(1)
+				} else {
+					d.okRun.Store(0)
+				}
+			})
+		}
+		if done {
+			return
+		}
+	}
+}
