@@ -41,7 +41,7 @@ var _ = Describe("Traffic model", Label("unit"), func() {
 		for range n {
 			sum += m.HoldTime(r).Seconds()
 		}
-		Expect(sum/n).To(BeNumerically("~", 90, 3*90/math.Sqrt(n)))
+		Expect(sum / n).To(BeNumerically("~", 90, 3*90/math.Sqrt(n)))
 		m.Holding = ue.HoldingFixed
 		for range 100 {
 			Expect(m.HoldTime(r)).To(Equal(90 * time.Second))
