@@ -343,12 +343,7 @@ func (t *Traffic) validate(v *validator) {
 		}
 	}
 	r := t.Reachability
-	if r.Confirm == 0 {
-		r.Confirm = 2
-	}
-	if r.Probers == 0 {
-		r.Probers = 4
-	}
+	r.ApplyDefaults()
 	if err := r.Validate("traffic.reachability"); err != nil {
 		field, msg, _ := strings.Cut(err.Error(), ": ")
 		v.add(field, "%s", msg)

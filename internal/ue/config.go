@@ -170,7 +170,7 @@ func (c *Config) applyDefaults() {
 	if c.Model != nil {
 		c.Model.applyDefaults()
 	}
-	c.Reachability.applyDefaults()
+	c.Reachability.ApplyDefaults()
 }
 
 // Validate checks the configuration and names the bad field.

@@ -16,8 +16,12 @@ import (
 // changes what the probed phone does: a restoration 504 to an MO probe does not make it register again.
 type Reachability struct {
 	// Interval is the probe schedule (0 = no probes). Each affected user is probed every Interval from its own
-	// random phase; a direction whose previous probe is still in progress skips the tick.
+	// random phase, whether or not earlier probes are still waiting for an answer (a probe stuck in a dead node
+	// must not hide the next one), up to MaxInFlight probes per user and direction.
 	Interval time.Duration `yaml:"interval"`
+	// MaxInFlight caps the probes of one user and direction waiting for an answer (default 16); a tick that
+	// finds the cap reached is skipped.
+	MaxInFlight int `yaml:"max_in_flight"`
 	// Confirm is the number of successful probes in a row, per direction, after which a user is no longer
 	// probed in that direction (default 2).
 	Confirm int `yaml:"confirm"`
@@ -32,12 +36,16 @@ const (
 	ProbeProber = "prober" // a prober phone's own registration
 )
 
-func (r *Reachability) applyDefaults() {
+// ApplyDefaults fills Confirm, Probers and MaxInFlight when they are zero.
+func (r *Reachability) ApplyDefaults() {
 	if r.Confirm == 0 {
 		r.Confirm = 2
 	}
 	if r.Probers == 0 {
 		r.Probers = 4
+	}
+	if r.MaxInFlight == 0 {
+		r.MaxInFlight = 16
 	}
 }
 
@@ -52,6 +60,8 @@ func (r *Reachability) Validate(prefix string) error {
 		return fmt.Errorf("%s.confirm: must be at least 1, is %d", prefix, r.Confirm)
 	case r.Probers < 1:
 		return fmt.Errorf("%s.probers: must be at least 1, is %d", prefix, r.Probers)
+	case r.MaxInFlight < 1:
+		return fmt.Errorf("%s.max_in_flight: must be at least 1, is %d", prefix, r.MaxInFlight)
 	}
 	return nil
 }
@@ -130,7 +140,7 @@ func (u *UE) probeUser(p *Phone, hit map[string]bool, phase time.Duration) {
 	ctx := u.runCtx
 	type dir struct {
 		name     string
-		inFlight atomic.Bool
+		inFlight atomic.Int32
 		okRun    atomic.Int32 // successes in a row
 	}
 	dirs := []*dir{{name: ProbeMT}}
@@ -154,17 +164,18 @@ func (u *UE) probeUser(p *Phone, hit map[string]bool, phase time.Duration) {
 				continue
 			}
 			done = false
-			if !d.inFlight.CompareAndSwap(false, true) {
-				continue // the previous probe of this direction is still in progress
+			if d.inFlight.Add(1) > int32(rc.MaxInFlight) {
+				d.inFlight.Add(-1)
+				continue
 			}
 			prober := u.pickProber(hit)
 			if prober == nil {
-				d.inFlight.Store(false)
+				d.inFlight.Add(-1)
 				u.log.Warn("ue: no prober phone outside the faulted nodes", "impu", p.impu)
 				continue
 			}
 			wg.Go(func() {
-				defer d.inFlight.Store(false)
+				defer d.inFlight.Add(-1)
 				var err error
 				if d.name == ProbeMT {
 					_, err = prober.call(ctx, p.user, 0, ProbeMT, p.impu)
