@@ -120,8 +120,11 @@ type Survival struct {
 	NotProbed int `json:"not_probed"`
 	// ObservedS is the observation window: from the (first) fault to the end of the run.
 	ObservedS float64 `json:"observed_s"`
-	// BoundS is the time the design allows: the first detection of the fault plus one probe interval.
-	// RestoredAtBound is the share of users whose service is restored by then (Kaplan–Meier).
+	// DetectedS is when the last node that noticed the (first) fault did (max of its time_to_detect_s): from
+	// then on every node that routes to the faulted one avoids it. BoundS is the time the design allows: DetectedS
+	// plus one probe interval. RestoredAtBound is the share of users whose service is restored by then
+	// (Kaplan–Meier).
+	DetectedS       float64 `json:"detected_s"`
 	BoundS          float64 `json:"bound_s"`
 	RestoredAtBound float64 `json:"restored_at_bound"`
 	MT              KMCurve `json:"mt"`
@@ -230,7 +233,10 @@ func (a *analysis) survival(r *run) {
 	sv.MT, sv.MO, sv.Service = KaplanMeier(mtT, mtE), KaplanMeier(moT, moE), KaplanMeier(svT, svE)
 	if len(a.s.Faults) > 0 {
 		f := &a.s.Faults[0]
-		sv.BoundS = round(float64(f.detectNs-f.t0Ns)/1e9 + interval)
+		for _, d := range f.TimeToDetectS {
+			sv.DetectedS = max(sv.DetectedS, d)
+		}
+		sv.BoundS = round(sv.DetectedS + interval)
 		sv.RestoredAtBound = sv.Service.At(sv.BoundS)
 	}
 	a.s.Survival = sv
