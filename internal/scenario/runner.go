@@ -307,6 +307,14 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 	}
 	r.out.printf("t0: %d phones registered; traffic %g calls/s for %s (≈%.1f calls per phone each way)\n",
 		s.InitialOK, sc.Traffic.CallRate, sc.Duration, sc.callsPerPhone(sc.Duration))
+	if m := sc.Traffic.model(); m != nil {
+		r.out.printf("traffic model: %g calls per calling user per hour, holding %s (mean %s), %g idle, %g MT-only\n",
+			m.BHCA, m.Holding, m.HoldingMean, m.IdleShare, m.MTOnlyShare)
+	}
+	if ri := sc.Traffic.Reachability.Interval; ri > 0 {
+		r.out.printf("reachability probes every %s after a kill, pause or stop (%d prober phones included above)\n",
+			ri, len(phones.Probers()))
+	}
 
 	runCtx, endRun := context.WithDeadline(ctx, t0.Add(sc.Duration))
 	defer endRun()

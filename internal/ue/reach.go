@@ -19,7 +19,7 @@ type Reachability struct {
 	// random phase, whether or not earlier probes are still waiting for an answer (a probe stuck in a dead node
 	// must not hide the next one), up to MaxInFlight probes per user and direction.
 	Interval time.Duration `yaml:"interval"`
-	// MaxInFlight caps the probes of one user and direction waiting for an answer (default 16); a tick that
+	// MaxInFlight caps the probes of one user and direction waiting for an answer (default 2); a tick that
 	// finds the cap reached is skipped.
 	MaxInFlight int `yaml:"max_in_flight"`
 	// Confirm is the number of successful probes in a row, per direction, after which a user is no longer
@@ -45,7 +45,7 @@ func (r *Reachability) ApplyDefaults() {
 		r.Probers = 4
 	}
 	if r.MaxInFlight == 0 {
-		r.MaxInFlight = 16
+		r.MaxInFlight = 2
 	}
 }
 
