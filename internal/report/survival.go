@@ -109,8 +109,8 @@ func (c *KMCurve) At(t float64) float64 {
 }
 
 // Survival is "time to restore" of the affected users, measured by the reachability probes
-// (docs/report.md): per user, the time from its fault to the answer of its first successful MT probe, of its
-// first successful MO probe (users that place calls), and to both ("service").
+// (docs/report.md): per user, the time from its fault to the start of its first successful (answered) MT
+// probe, of its first successful MO probe (users that place calls), and to both ("service").
 type Survival struct {
 	// IntervalS is the probe schedule (s).
 	IntervalS float64 `json:"interval_s"`
@@ -134,7 +134,7 @@ type Survival struct {
 
 // userRestore is one affected user's probe outcome.
 type userRestore struct {
-	mt, mo       *float64 // seconds from the fault to the first successful probe's answer
+	mt, mo       *float64 // seconds from the fault to the start of the first successful probe
 	moProbed     bool
 	censorS      float64
 	probed       bool
@@ -183,7 +183,9 @@ func (a *analysis) survival(r *run) {
 		if !p.ok() || p.Setup200 == nil {
 			continue
 		}
-		t := round(float64(p.TNs-u.t0Ns)/1e9 + *p.Setup200/1e3)
+		// Reachable at the instant the successful probe was placed: a call placed then got through (its setup
+		// time, a failover included, is the setup latency's business, not the restoration's).
+		t := round(float64(p.TNs-u.t0Ns) / 1e9)
 		switch p.Probe {
 		case "mt":
 			first(&ur.mt, t)

@@ -85,7 +85,8 @@ var _ = Describe("Time to restore", Label("unit"), func() {
 			}
 			r.records = append(r.records, m)
 		}
-		// User 1 (a caller): MT back at 11.6 + 0.05, MO at 11.9 + 0.1. User 2 (MT-only): never back.
+		// User 1 (a caller): MT back at 11.6 (the start of the first answered probe), MO at 11.9. User 2
+		// (MT-only): never back.
 		probe("p1", 9001, "mt", 1, 10.1, "408", 0)
 		probe("p2", 9001, "mt", 1, 11.6, "ok", 50)
 		probe("p3", 1, "mo", 1, 10.2, "504", 0)
@@ -107,17 +108,17 @@ var _ = Describe("Time to restore", Label("unit"), func() {
 		Expect(sv.MT.Censored).To(Equal(1))
 		Expect(sv.MO.N).To(Equal(1))
 		Expect(sv.Service.Points).To(HaveLen(2))
-		Expect(sv.Service.Points[1].TS).To(Equal(2.0))
+		Expect(sv.Service.Points[1].TS).To(Equal(1.9))
 		Expect(sv.Service.Points[1].Restored).To(Equal(0.5))
 		Expect(sv.RestoredAtBound).To(Equal(0.0))
-		Expect(*sv.Service.MedianS).To(Equal(2.0))
+		Expect(*sv.Service.MedianS).To(Equal(1.9))
 		b, err := os.ReadFile(filepath.Join(dir, "users.csv"))
 		Expect(err).NotTo(HaveOccurred())
 		rows, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(rows[0][8:]).To(Equal([]string{"mt_restore_s", "mo_restore_s", "restore_s", "censored"}))
 		Expect(rows[1][0]).To(Equal(impu(1)))
-		Expect(rows[1][8:]).To(Equal([]string{"1.65", "2", "2", "false"}))
+		Expect(rows[1][8:]).To(Equal([]string{"1.6", "1.9", "1.9", "false"}))
 		Expect(rows[2][8:]).To(Equal([]string{"", "", "", "true"}))
 		for _, f := range []string{"plots/restore.svg", "plots/restore.png"} {
 			Expect(s.Files).To(ContainElement(f))

@@ -31,7 +31,7 @@ type UserKPI struct {
 	MOTakenOver bool `json:"mo_taken_over"`
 	MTTakenOver bool `json:"mt_taken_over"`
 	// From the reachability probes (Summary.Survival; absent without probes): seconds from the fault to the
-	// answer of the first successful MT and MO probe, and to both (RestoreS; MT alone for users that place no
+	// start of the first successful (answered) MT and MO probe, and to both (RestoreS; MT alone for users that place no
 	// calls). Censored: not restored by the end of the run. Probed: the user was probed.
 	MTRestoreS *float64 `json:"mt_restore_s,omitempty"`
 	MORestoreS *float64 `json:"mo_restore_s,omitempty"`
