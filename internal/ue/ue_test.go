@@ -146,7 +146,7 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 				}
 			}
 			s := u.Summary()
-			Expect(s.CallsOK + s.CallsFailed + s.MTOK + s.MTFailed).To(BeZero(), "probes are not the users' calls")
+			Expect(s.CallsOK+s.CallsFailed+s.MTOK+s.MTFailed).To(BeZero(), "probes are not the users' calls")
 			Expect(s.ProbesOK).To(BeNumerically(">=", 12))
 		}, SpecTimeout(20*time.Second))
 	})
