@@ -19,9 +19,13 @@ type Reachability struct {
 	// random phase, whether or not earlier probes are still waiting for an answer (a probe stuck in a dead node
 	// must not hide the next one), up to MaxInFlight probes per user and direction.
 	Interval time.Duration `yaml:"interval"`
-	// MaxInFlight caps the probes of one user and direction waiting for an answer (default 2); a tick that
-	// finds the cap reached is skipped.
+	// MaxInFlight caps the probes of one user and direction waiting for an answer that started less than Stale
+	// ago (default 2); a tick that finds the cap reached is skipped. It keeps a lab whose probes pile up in a
+	// dead node from drowning in them (with no cap a 200-phone run collapsed into 503s).
 	MaxInFlight int `yaml:"max_in_flight"`
+	// Stale is the age after which a probe still waiting for an answer (stuck in a dead node until a failover
+	// or the call timeout) no longer holds one of the MaxInFlight places (default 1s).
+	Stale time.Duration `yaml:"stale"`
 	// Confirm is the number of successful probes in a row, per direction, after which a user is no longer
 	// probed in that direction (default 2).
 	Confirm int `yaml:"confirm"`
@@ -47,6 +51,9 @@ func (r *Reachability) ApplyDefaults() {
 	if r.MaxInFlight == 0 {
 		r.MaxInFlight = 2
 	}
+	if r.Stale == 0 {
+		r.Stale = time.Second
+	}
 }
 
 // Validate names the bad field (prefix: the field path, e.g. "reachability").
@@ -62,6 +69,8 @@ func (r *Reachability) Validate(prefix string) error {
 		return fmt.Errorf("%s.probers: must be at least 1, is %d", prefix, r.Probers)
 	case r.MaxInFlight < 1:
 		return fmt.Errorf("%s.max_in_flight: must be at least 1, is %d", prefix, r.MaxInFlight)
+	case r.Stale < 0:
+		return fmt.Errorf("%s.stale: must not be negative, is %s", prefix, r.Stale)
 	}
 	return nil
 }
@@ -139,13 +148,37 @@ func (u *UE) probeUser(p *Phone, hit map[string]bool, phase time.Duration) {
 	rc := u.cfg.Reachability
 	ctx := u.runCtx
 	type dir struct {
-		name     string
-		inFlight atomic.Int32
-		okRun    atomic.Int32 // successes in a row
+		name    string
+		mu      sync.Mutex
+		pending map[int]time.Time // probes waiting for an answer, by sequence number: their start
+		seq     int
+		okRun   atomic.Int32 // successes in a row
 	}
-	dirs := []*dir{{name: ProbeMT}}
+	// take reserves a place for a new probe: false when MaxInFlight probes younger than Stale are pending.
+	take := func(d *dir) (int, bool) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		young := 0
+		for _, t := range d.pending {
+			if time.Since(t) < rc.Stale {
+				young++
+			}
+		}
+		if young >= rc.MaxInFlight {
+			return 0, false
+		}
+		d.seq++
+		d.pending[d.seq] = time.Now()
+		return d.seq, true
+	}
+	release := func(d *dir, id int) {
+		d.mu.Lock()
+		delete(d.pending, id)
+		d.mu.Unlock()
+	}
+	dirs := []*dir{{name: ProbeMT, pending: map[int]time.Time{}}}
 	if p.role == RoleCaller {
-		dirs = append(dirs, &dir{name: ProbeMO})
+		dirs = append(dirs, &dir{name: ProbeMO, pending: map[int]time.Time{}})
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -164,18 +197,18 @@ func (u *UE) probeUser(p *Phone, hit map[string]bool, phase time.Duration) {
 				continue
 			}
 			done = false
-			if d.inFlight.Add(1) > int32(rc.MaxInFlight) {
-				d.inFlight.Add(-1)
+			id, ok := take(d)
+			if !ok {
 				continue
 			}
 			prober := u.pickProber(hit)
 			if prober == nil {
-				d.inFlight.Add(-1)
+				release(d, id)
 				u.log.Warn("ue: no prober phone outside the faulted nodes", "impu", p.impu)
 				continue
 			}
 			wg.Go(func() {
-				defer d.inFlight.Add(-1)
+				defer release(d, id)
 				var err error
 				if d.name == ProbeMT {
 					_, err = prober.call(ctx, p.user, 0, ProbeMT, p.impu)
