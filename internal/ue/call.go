@@ -185,7 +185,11 @@ func (p *Phone) call(ctx context.Context, to string, hold time.Duration, probe, 
 		tx = nil // sipgo returns a typed nil in the interface
 		err = fmt.Errorf("%w: %w", ErrTransport, err)
 	} else {
-		final, err = u.awaitAnswer(ctx, tx, inv, start, &rec)
+		timeout := u.cfg.CallTimeout
+		if probe != "" && u.cfg.Reachability.Timeout > 0 {
+			timeout = u.cfg.Reachability.Timeout
+		}
+		final, err = u.awaitAnswer(ctx, tx, inv, start, &rec, timeout)
 	}
 	hosts := nodeHosts{}
 	if final != nil {
@@ -247,8 +251,8 @@ func (p *Phone) call(ctx context.Context, to string, hold time.Duration, probe, 
 // (once a provisional response has come, RFC 3261 §9.1) and waits for the final answer to the INVITE, which
 // it returns with the reason it gave up (ErrTimeout or aborted).
 func (u *UE) awaitAnswer(ctx context.Context, tx sip.ClientTransaction, inv *sip.Request, start time.Time,
-	rec *Record) (*sip.Response, error) {
-	timeout := time.NewTimer(u.cfg.CallTimeout)
+	rec *Record, callTimeout time.Duration) (*sip.Response, error) {
+	timeout := time.NewTimer(callTimeout)
 	defer timeout.Stop()
 	provisional := false
 	seen := func(r *sip.Response) {
@@ -270,7 +274,7 @@ wait:
 		case <-tx.Done():
 			return nil, txError(tx.Err())
 		case <-timeout.C:
-			cause = fmt.Errorf("%w within the call timeout (%s)", ErrTimeout, u.cfg.CallTimeout)
+			cause = fmt.Errorf("%w within the call timeout (%s)", ErrTimeout, callTimeout)
 			break wait
 		case <-ctx.Done():
 			cause = fmt.Errorf("%w: %w", errAborted, ctx.Err())

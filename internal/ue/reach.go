@@ -23,6 +23,10 @@ type Reachability struct {
 	// ago (default 2); a tick that finds the cap reached is skipped. It keeps a lab whose probes pile up in a
 	// dead node from drowning in them (with no cap a 200-phone run collapsed into 503s).
 	MaxInFlight int `yaml:"max_in_flight"`
+	// Timeout is how long a probe waits for a final answer before it gives up (CANCEL) and frees its place
+	// (default 1s; the users' own calls wait Config.CallTimeout). A probe stuck in a dead node thus holds a
+	// place for at most Timeout, and a user is probed again at most Timeout after a detection.
+	Timeout time.Duration `yaml:"timeout"`
 	// Stale, when set, is the age after which a probe still waiting for an answer (stuck in a dead node until a
 	// failover or the call timeout) no longer holds one of the MaxInFlight places (0 = it holds it until it
 	// ends). It sharpens the resolution after a detection but lets stuck probes pile up: with stale 1s a
@@ -53,6 +57,9 @@ func (r *Reachability) ApplyDefaults() {
 	if r.MaxInFlight == 0 {
 		r.MaxInFlight = 2
 	}
+	if r.Timeout == 0 {
+		r.Timeout = time.Second
+	}
 }
 
 // Validate names the bad field (prefix: the field path, e.g. "reachability").
@@ -68,6 +75,8 @@ func (r *Reachability) Validate(prefix string) error {
 		return fmt.Errorf("%s.probers: must be at least 1, is %d", prefix, r.Probers)
 	case r.MaxInFlight < 1:
 		return fmt.Errorf("%s.max_in_flight: must be at least 1, is %d", prefix, r.MaxInFlight)
+	case r.Timeout < 0:
+		return fmt.Errorf("%s.timeout: must not be negative, is %s", prefix, r.Timeout)
 	case r.Stale < 0:
 		return fmt.Errorf("%s.stale: must not be negative, is %s", prefix, r.Stale)
 	}
