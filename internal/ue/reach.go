@@ -23,9 +23,11 @@ type Reachability struct {
 	// ago (default 2); a tick that finds the cap reached is skipped. It keeps a lab whose probes pile up in a
 	// dead node from drowning in them (with no cap a 200-phone run collapsed into 503s).
 	MaxInFlight int `yaml:"max_in_flight"`
-	// Timeout is how long a probe waits for a final answer before it gives up (CANCEL) and frees its place
-	// (default 1s; the users' own calls wait Config.CallTimeout). A probe stuck in a dead node thus holds a
-	// place for at most Timeout, and a user is probed again at most Timeout after a detection.
+	// Timeout, when set, is how long a probe waits for a final answer before it gives up (CANCEL) and frees its
+	// place (0 = Config.CallTimeout, as the users' calls). A short one bounds how long stuck probes hold their
+	// places, but on a loaded machine it also cancels probes that would have been answered: with 1s a 200-phone
+	// run on a 2-core machine at load 20-30 saw 1554 of 2333 probes time out (setup p90 > 0.9 s) and measured
+	// a median time to restore of 3.5 s instead of 0.14 s.
 	Timeout time.Duration `yaml:"timeout"`
 	// Stale, when set, is the age after which a probe still waiting for an answer (stuck in a dead node until a
 	// failover or the call timeout) no longer holds one of the MaxInFlight places (0 = it holds it until it
@@ -56,9 +58,6 @@ func (r *Reachability) ApplyDefaults() {
 	}
 	if r.MaxInFlight == 0 {
 		r.MaxInFlight = 2
-	}
-	if r.Timeout == 0 {
-		r.Timeout = time.Second
 	}
 }
 
