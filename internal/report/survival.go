@@ -297,7 +297,7 @@ func plotRestore(sv *Survival) (svg, png []byte, err error) {
 			if err != nil {
 				return nil, nil, fmt.Errorf("report: plot: %w", err)
 			}
-			poly.Color = color.RGBA{R: cv.col.R, G: cv.col.G, B: cv.col.B, A: 0x40}
+			poly.Color = color.NRGBA{R: cv.col.R, G: cv.col.G, B: cv.col.B, A: 0x40}
 			poly.LineStyle.Width = 0
 			p.Add(poly)
 			p.Legend.Add("95 % band (Greenwood, log-log)", poly)
