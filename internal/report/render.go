@@ -93,7 +93,8 @@ func kpiRows(s *Summary) []kpiRow {
 		for _, c := range []struct {
 			n string
 			c KMCurve
-		}{{"MT", sv.MT}, {"MO", sv.MO}, {"service (MT and MO)", sv.Service}} {
+		}{{"MT", sv.MT}, {"MO", sv.MO}, {"service (MT and MO)", sv.Service},
+			{"service, at the probes' answer", sv.ServiceAnswered}} {
 			rows = append(rows, kpiRow{"time to restore, " + c.n, fmt.Sprintf("median %s; %d of %d users restored, %d censored",
 				med(c.c), c.c.Restored, c.c.N, c.c.Censored)})
 		}

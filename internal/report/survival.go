@@ -130,11 +130,16 @@ type Survival struct {
 	MT              KMCurve `json:"mt"`
 	MO              KMCurve `json:"mo"`
 	Service         KMCurve `json:"service"`
+	// ServiceAnswered is Service with each user restored at the answer (200) of its first successful MT and MO
+	// probes rather than at their start: a probe placed just after the fault can connect through a failover
+	// inside the network seconds later. The gap between the two curves is that setup delay.
+	ServiceAnswered KMCurve `json:"service_answered"`
 }
 
 // userRestore is one affected user's probe outcome.
 type userRestore struct {
 	mt, mo       *float64 // seconds from the fault to the start of the first successful probe
+	mtAns, moAns *float64 // … to its answer
 	moProbed     bool
 	censorS      float64
 	probed       bool
@@ -186,16 +191,19 @@ func (a *analysis) survival(r *run) {
 		// Reachable at the instant the successful probe was placed: a call placed then got through (its setup
 		// time, a failover included, is the setup latency's business, not the restoration's).
 		t := round(float64(p.TNs-u.t0Ns) / 1e9)
+		ans := round(t + *p.Setup200/1e3)
 		switch p.Probe {
 		case "mt":
 			first(&ur.mt, t)
+			first(&ur.mtAns, ans)
 		case "mo":
 			first(&ur.mo, t)
+			first(&ur.moAns, ans)
 		}
 	}
 	sv := &Survival{IntervalS: interval}
-	var mtT, moT, svT []float64
-	var mtE, moE, svE []bool
+	var mtT, moT, svT, ansT []float64
+	var mtE, moE, svE, ansE []bool
 	for i := range a.s.Users {
 		k := &a.s.Users[i]
 		ur := res[k.IMPU]
@@ -225,6 +233,15 @@ func (a *analysis) survival(r *run) {
 			}
 		}
 		add(&svT, &svE, service)
+		answered := ur.mtAns
+		if ur.moProbed {
+			answered = nil
+			if ur.mtAns != nil && ur.moAns != nil {
+				v := max(*ur.mtAns, *ur.moAns)
+				answered = &v
+			}
+		}
+		add(&ansT, &ansE, answered)
 		k.MTRestoreS, k.MORestoreS, k.RestoreS = ur.mt, ur.mo, service
 		k.Censored = service == nil
 		k.Probed = true
@@ -233,6 +250,7 @@ func (a *analysis) survival(r *run) {
 		return
 	}
 	sv.MT, sv.MO, sv.Service = KaplanMeier(mtT, mtE), KaplanMeier(moT, moE), KaplanMeier(svT, svE)
+	sv.ServiceAnswered = KaplanMeier(ansT, ansE)
 	if len(a.s.Faults) > 0 {
 		f := &a.s.Faults[0]
 		for _, d := range f.TimeToDetectS {
@@ -287,6 +305,7 @@ func plotRestore(sv *Survival) (svg, png []byte, err error) {
 		{"MT and MO (service)", &sv.Service, colAffected, true},
 		{"MT", &sv.MT, colMT, false},
 		{"MO", &sv.MO, colMO, false},
+		{"MT and MO, at the probes' answer", &sv.ServiceAnswered, colOthers, false},
 	} {
 		if cv.c.N == 0 {
 			continue

@@ -112,6 +112,9 @@ var _ = Describe("Time to restore", Label("unit"), func() {
 		Expect(sv.Service.Points[1].Restored).To(Equal(0.5))
 		Expect(sv.RestoredAtBound).To(Equal(0.0))
 		Expect(*sv.Service.MedianS).To(Equal(1.9))
+		// At the answers: MT 11.6 + 0.05 s, MO 11.9 + 0.1 s after the fault at 10 s.
+		Expect(sv.ServiceAnswered.Points[1].TS).To(Equal(2.0))
+		Expect(sv.ServiceAnswered.Censored).To(Equal(1))
 		b, err := os.ReadFile(filepath.Join(dir, "users.csv"))
 		Expect(err).NotTo(HaveOccurred())
 		rows, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
