@@ -25,14 +25,13 @@ type Reachability struct {
 	MaxInFlight int `yaml:"max_in_flight"`
 	// Timeout, when set, is how long a probe waits for a final answer before it gives up (CANCEL) and frees its
 	// place (0 = Config.CallTimeout, as the users' calls). A short one bounds how long stuck probes hold their
-	// places, but on a loaded machine it also cancels probes that would have been answered: with 1s a 200-phone
-	// run on a 2-core machine at load 20-30 saw 1554 of 2333 probes time out (setup p90 > 0.9 s) and measured
-	// a median time to restore of 3.5 s instead of 0.14 s.
+	// places, but on a loaded machine it also cancels probes that would have been answered
+	// (docs/results/realistic-pcscf-kill: 1s pushed the median time to restore from 0.14-0.18 s to 3.5 s).
 	Timeout time.Duration `yaml:"timeout"`
 	// Stale, when set, is the age after which a probe still waiting for an answer (stuck in a dead node until a
 	// failover or the call timeout) no longer holds one of the MaxInFlight places (0 = it holds it until it
 	// ends). It sharpens the resolution after a detection but lets stuck probes pile up: with stale 1s a
-	// 200-phone lab on a busy 2-core machine collapsed into 503s and timeouts (82 users probed).
+	// 200-phone lab on a busy 2-core machine collapsed into 503s and timeouts (docs/results/realistic-pcscf-kill).
 	Stale time.Duration `yaml:"stale"`
 	// Confirm is the number of successful probes in a row, per direction, after which a user is no longer
 	// probed in that direction (default 2).
