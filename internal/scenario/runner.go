@@ -575,7 +575,7 @@ type runJSON struct {
 	Faults       []faultJSON   `json:"faults"`
 	Expectations []Expectation `json:"expectations"`
 	Traffic      trafficJSON   `json:"traffic"`
-	// RegistrationExpiresS is the registration period the phones ask for (they refresh at about half).
+	// RegistrationExpiresS is the registration period the phones ask for (they refresh at about half; 600 s before expiry above 1200 s).
 	RegistrationExpiresS float64 `json:"registration_expires_s"`
 	PCSCFPool            int     `json:"pcscf_pool"`
 	SCSCFPool            int     `json:"scscf_pool"`
