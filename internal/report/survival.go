@@ -292,7 +292,17 @@ func plotRestore(sv *Survival) (svg, png []byte, err error) {
 	p.Y.Min, p.Y.Max = 0, 1.02
 	p.Legend.Top = false
 	p.Legend.Left = false
+	// The whole observation when someone is censored (the plateau is the point); else up to the last restoration.
 	end := sv.ObservedS
+	if sv.MT.Censored+sv.MO.Censored+sv.Service.Censored+sv.ServiceAnswered.Censored == 0 {
+		last := sv.BoundS
+		for _, c := range []KMCurve{sv.MT, sv.MO, sv.Service, sv.ServiceAnswered} {
+			if n := len(c.Points); n > 0 {
+				last = max(last, c.Points[n-1].TS)
+			}
+		}
+		end = min(end, 1.25*last+sv.IntervalS)
+	}
 	p.X.Min, p.X.Max = 0, end
 	colMT := color.RGBA{R: 0x1f, G: 0x5f, B: 0xa8, A: 0xff}
 	colMO := color.RGBA{R: 0x2a, G: 0x8a, B: 0x3a, A: 0xff}
@@ -305,7 +315,7 @@ func plotRestore(sv *Survival) (svg, png []byte, err error) {
 		{"MT and MO (service)", &sv.Service, colAffected, true},
 		{"MT", &sv.MT, colMT, false},
 		{"MO", &sv.MO, colMO, false},
-		{"MT and MO, at the probes' answer", &sv.ServiceAnswered, colOthers, false},
+		{"MT and MO, at the probes' answer", &sv.ServiceAnswered, color.RGBA{R: 0x8a, G: 0x3a, B: 0xb0, A: 0xff}, false},
 	} {
 		if cv.c.N == 0 {
 			continue
