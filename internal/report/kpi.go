@@ -95,6 +95,7 @@ func analyse(r *run) *analysis {
 	a.calls(r)
 	a.bins(r)
 	a.users()
+	a.survival(r)
 	return a
 }
 

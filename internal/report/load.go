@@ -23,6 +23,7 @@ type scenarioFile struct {
 	Description string          `json:"description"`
 	Seed        int64           `json:"seed"`
 	StartNs     int64           `json:"start_ns"`
+	EndNs       int64           `json:"end_ns"`
 	DurationS   float64         `json:"duration_s"`
 	Faults      []scenarioFault `json:"faults"`
 	Topology    json.RawMessage `json:"topology"`
@@ -55,6 +56,8 @@ type record struct {
 	Duration  float64  `json:"duration_ms"`
 	PCSCF     string   `json:"pcscf"`
 	SCSCF     string   `json:"scscf"`
+	Probe     string   `json:"probe"`      // reachability probe ("mt", "mo", "prober"); "" = the users' traffic
+	ProbeUser string   `json:"probe_user"` // the probed user (the caller's record of a probe call)
 }
 
 func (r *record) ok() bool { return r.Result == "ok" }
@@ -119,6 +122,7 @@ type run struct {
 	scenario scenarioFile
 	rawScen  map[string]any
 	records  []record
+	probes   []record // reachability probe records (record.Probe != ""), kept out of every other KPI
 	events   []event
 	trace    []traceLine
 	nodes    []nodeConfig
@@ -165,17 +169,21 @@ func loadRun(dir string) (*run, error) {
 	}
 	kept, dropped := r.records[:0], 0
 	for _, rec := range r.records {
-		if rec.Type == "call" && cut[rec.CallID] {
+		switch {
+		case rec.Type == "call" && cut[rec.CallID]:
 			dropped++
-			continue
+		case rec.Probe != "":
+			r.probes = append(r.probes, rec)
+		default:
+			kept = append(kept, rec)
 		}
-		kept = append(kept, rec)
 	}
 	r.records = kept
 	if dropped > 0 {
 		r.warnings = append(r.warnings, fmt.Sprintf("%d call records of %d calls left out: still in progress when the run ended (result aborted)", dropped, len(cut)))
 	}
 	sort.SliceStable(r.records, func(i, j int) bool { return r.records[i].TNs < r.records[j].TNs })
+	sort.SliceStable(r.probes, func(i, j int) bool { return r.probes[i].TNs < r.probes[j].TNs })
 	sort.SliceStable(r.events, func(i, j int) bool { return r.events[i].TNs < r.events[j].TNs })
 	sort.SliceStable(r.trace, func(i, j int) bool { return r.trace[i].TNs < r.trace[j].TNs })
 	if r.scenario.StartNs == 0 {

@@ -83,6 +83,24 @@ func kpiRows(s *Summary) []kpiRow {
 			kpiRow{d.n + " interruption", fmtPct(d.v.InterruptionS)},
 		)
 	}
+	if sv := s.Survival; sv != nil {
+		med := func(c KMCurve) string {
+			if c.MedianS == nil {
+				return "not reached"
+			}
+			return fmt.Sprintf("%.3f s", *c.MedianS)
+		}
+		for _, c := range []struct {
+			n string
+			c KMCurve
+		}{{"MT", sv.MT}, {"MO", sv.MO}, {"service (MT and MO)", sv.Service},
+			{"service, at the probes' answer", sv.ServiceAnswered}} {
+			rows = append(rows, kpiRow{"time to restore, " + c.n, fmt.Sprintf("median %s; %d of %d users restored, %d censored",
+				med(c.c), c.c.Restored, c.c.N, c.c.Censored)})
+		}
+		rows = append(rows, kpiRow{"restored by detection + one probe interval",
+			fmt.Sprintf("%.3f of users by %.3f s (probes every %g s)", sv.RestoredAtBound, sv.BoundS, sv.IntervalS)})
+	}
 	rows = append(rows,
 		kpiRow{"setup latency, normal calls", fmtLat(s.SetupLatencyMs.Normal)},
 		kpiRow{"setup latency, takeover calls", fmtLat(s.SetupLatencyMs.Takeover)},

@@ -120,6 +120,24 @@ func Build(runDir string) (*Summary, error) {
 		plots = append(plots, namedSVG{file: p.file, title: p.title, svg: string(b)})
 	}
 
+	if sv := s.Survival; sv != nil {
+		svg, png, err := plotRestore(sv)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range []struct {
+			file string
+			b    []byte
+		}{{filepath.Join(DirPlots, "restore.svg"), svg}, {filepath.Join(DirPlots, "restore.png"), png}} {
+			if err := os.WriteFile(filepath.Join(runDir, f.file), f.b, 0o644); err != nil {
+				return nil, fmt.Errorf("report: %w", err)
+			}
+			add(f.file)
+		}
+		plots = append(plots, namedSVG{file: filepath.Join(DirPlots, "restore.svg"),
+			title: "Affected users restored vs time since the fault", svg: string(svg)})
+	}
+
 	if err := writeCalls(filepath.Join(runDir, FileCalls), r, a); err != nil {
 		return nil, err
 	}

@@ -188,7 +188,8 @@ var _ = Describe("Build", Label("unit"), func() {
 			recs, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
 			Expect(err).NotTo(HaveOccurred())
 			Expect(recs).To(HaveLen(4))
-			Expect(recs[3]).To(Equal([]string{impu(3), "pcscf1", "10", "10", "11.1", "12.105", "false", "false"}))
+			Expect(recs[3]).To(Equal([]string{impu(3), "pcscf1", "10", "10", "11.1", "12.105", "false", "false",
+				"", "", "", ""}), "no reachability probes: no restore times")
 		})
 
 		It("counts the signalling per affected and per other user after the fault", func() {

@@ -38,6 +38,9 @@ type Summary struct {
 	// (also users.csv). Signalling: messages per user after the fault (absent without a fault).
 	Users      []UserKPI   `json:"users,omitempty"`
 	Signalling *Signalling `json:"signalling,omitempty"`
+	// Survival is the affected users' time to restore from the reachability probes, as Kaplan–Meier curves
+	// (absent without probes).
+	Survival *Survival `json:"survival,omitempty"`
 
 	SetupLatencyMs SetupLatency `json:"setup_latency_ms"`
 	Calls          CallCounts   `json:"calls"`

@@ -30,6 +30,14 @@ type UserKPI struct {
 	// MOTakenOver and MTTakenOver: that first successful call started before the next re-registration.
 	MOTakenOver bool `json:"mo_taken_over"`
 	MTTakenOver bool `json:"mt_taken_over"`
+	// From the reachability probes (Summary.Survival; absent without probes): seconds from the fault to the
+	// start of the first successful (answered) MT and MO probe, and to both (RestoreS; MT alone for users that place no
+	// calls). Censored: not restored by the end of the run. Probed: the user was probed.
+	MTRestoreS *float64 `json:"mt_restore_s,omitempty"`
+	MORestoreS *float64 `json:"mo_restore_s,omitempty"`
+	RestoreS   *float64 `json:"restore_s,omitempty"`
+	Censored   bool     `json:"censored,omitempty"`
+	Probed     bool     `json:"probed,omitempty"`
 }
 
 // Signalling counts the messages after the fault, per user, to price a takeover. Affected users are counted from
@@ -190,12 +198,20 @@ func containsStr(xs []string, s string) bool {
 	return false
 }
 
+// censored is users.csv's censored column: true/false for a probed user, empty otherwise.
+func censored(u UserKPI) string {
+	if !u.Probed {
+		return ""
+	}
+	return strconv.FormatBool(u.Censored)
+}
+
 // writeUsers writes users.csv: one row per affected user.
 func writeUsers(path string, s *Summary) error {
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
 	_ = w.Write([]string{"impu", "fault", "t0_s", "rereg_s", "mo_interruption_s", "mt_interruption_s",
-		"mo_taken_over", "mt_taken_over"})
+		"mo_taken_over", "mt_taken_over", "mt_restore_s", "mo_restore_s", "restore_s", "censored"})
 	opt := func(p *float64) string {
 		if p == nil {
 			return ""
@@ -207,7 +223,8 @@ func writeUsers(path string, s *Summary) error {
 	for _, u := range users {
 		_ = w.Write([]string{u.IMPU, u.Fault, strconv.FormatFloat(u.T0S, 'f', -1, 64), opt(u.ReregS),
 			opt(u.MOInterruptionS), opt(u.MTInterruptionS), strconv.FormatBool(u.MOTakenOver),
-			strconv.FormatBool(u.MTTakenOver)})
+			strconv.FormatBool(u.MTTakenOver), opt(u.MTRestoreS), opt(u.MORestoreS), opt(u.RestoreS),
+			censored(u)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

@@ -307,12 +307,21 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 	}
 	r.out.printf("t0: %d phones registered; traffic %g calls/s for %s (≈%.1f calls per phone each way)\n",
 		s.InitialOK, sc.Traffic.CallRate, sc.Duration, sc.callsPerPhone(sc.Duration))
+	if m := sc.Traffic.model(); m != nil {
+		r.out.printf("traffic model: %g calls per calling user per hour, holding %s (mean %s), %g idle, %g MT-only\n",
+			m.BHCA, m.Holding, m.HoldingMean, m.IdleShare, m.MTOnlyShare)
+	}
+	if ri := sc.Traffic.Reachability.Interval; ri > 0 {
+		r.out.printf("reachability probes every %s after a kill, pause or stop (%d prober phones included above)\n",
+			ri, len(phones.Probers()))
+	}
 
 	runCtx, endRun := context.WithDeadline(ctx, t0.Add(sc.Duration))
 	defer endRun()
 	var faultMu sync.Mutex
 	var fatal error
-	inj := NewInjector(&announcingLab{Lab: l, out: r.out, t0: t0}, sc.Faults, t0)
+	inj := NewInjector(&announcingLab{Lab: l, out: r.out, t0: t0, down: func(n string) { phones.StartReachability([]string{n}) }},
+		sc.Faults, t0)
 	injDone := make(chan struct{})
 	go func() {
 		defer close(injDone)
@@ -447,6 +456,8 @@ func (r *runner) startPhones(ctx context.Context, runDir string, seed int64, pn 
 	cfg.ProbeInterval = t.ProbeInterval
 	cfg.Mix = t.Mix
 	cfg.OnRestoration504 = t.OnRestoration504
+	cfg.Model = t.model()
+	cfg.Reachability = t.Reachability
 	cfg.Deregister = true
 	cfg.Seed = seed
 	cfg.RecordsFile = filepath.Join(runDir, "records.jsonl")
@@ -490,18 +501,35 @@ type announcingLab struct {
 	Lab
 	out *lockedWriter
 	t0  time.Time
+	// down is told that a node has just been killed, paused or stopped (the phones start their reachability
+	// probes of its users); nil = nobody.
+	down func(node string)
+}
+
+// wentDown tells down about node n after a successful fault action.
+func (a *announcingLab) wentDown(n string, err error) error {
+	if err == nil && a.down != nil {
+		a.down(n)
+	}
+	return err
 }
 
 func (a *announcingLab) say(what, node string) {
 	a.out.printf("[%5.1fs] %s %s\n", time.Since(a.t0).Seconds(), what, node)
 }
 
-func (a *announcingLab) Kill(n string) error   { a.say("kill", n); return a.Lab.Kill(n) }
-func (a *announcingLab) Pause(n string) error  { a.say("pause", n); return a.Lab.Pause(n) }
+func (a *announcingLab) Kill(n string) error {
+	a.say("kill", n)
+	return a.wentDown(n, a.Lab.Kill(n))
+}
+func (a *announcingLab) Pause(n string) error {
+	a.say("pause", n)
+	return a.wentDown(n, a.Lab.Pause(n))
+}
 func (a *announcingLab) Resume(n string) error { a.say("resume", n); return a.Lab.Resume(n) }
 func (a *announcingLab) Stop(n string, graceful bool) error {
 	a.say(map[bool]string{true: "stop", false: "kill"}[graceful], n)
-	return a.Lab.Stop(n, graceful)
+	return a.wentDown(n, a.Lab.Stop(n, graceful))
 }
 func (a *announcingLab) Start(ctx context.Context, n string) error {
 	a.say("start", n)
@@ -551,7 +579,7 @@ type runJSON struct {
 	Faults       []faultJSON   `json:"faults"`
 	Expectations []Expectation `json:"expectations"`
 	Traffic      trafficJSON   `json:"traffic"`
-	// RegistrationExpiresS is the registration period the phones ask for (they refresh at about half).
+	// RegistrationExpiresS is the registration period the phones ask for (they refresh at about half; 600 s before expiry above 1200 s).
 	RegistrationExpiresS float64 `json:"registration_expires_s"`
 	PCSCFPool            int     `json:"pcscf_pool"`
 	SCSCFPool            int     `json:"scscf_pool"`
@@ -576,6 +604,13 @@ type trafficJSON struct {
 	CallRate     float64 `json:"call_rate"`
 	HoldS        float64 `json:"hold_s"`
 	Mix          float64 `json:"mix"`
+	// The traffic model and the reachability probes (absent: off).
+	BHCA                 float64 `json:"bhca,omitempty"`
+	Holding              string  `json:"holding,omitempty"`
+	HoldingMeanS         float64 `json:"holding_mean_s,omitempty"`
+	IdleShare            float64 `json:"idle_share,omitempty"`
+	MTOnlyShare          float64 `json:"mt_only_share,omitempty"`
+	ReachabilityInterval float64 `json:"reachability_interval_s,omitempty"`
 }
 
 // writeScenarioJSON writes <run-dir>/scenario.json; end is zero until the run is over.
@@ -599,6 +634,11 @@ func (r *runner) writeScenarioJSON(runDir string, seed int64, t0, end time.Time)
 	if j.Expectations == nil {
 		j.Expectations = []Expectation{}
 	}
+	if m := sc.Traffic.model(); m != nil {
+		j.Traffic.BHCA, j.Traffic.Holding, j.Traffic.HoldingMeanS = m.BHCA, m.Holding, m.HoldingMean.Seconds()
+		j.Traffic.IdleShare, j.Traffic.MTOnlyShare = m.IdleShare, m.MTOnlyShare
+	}
+	j.Traffic.ReachabilityInterval = sc.Traffic.Reachability.Interval.Seconds()
 	if !end.IsZero() {
 		j.EndNs = end.UnixNano()
 	}

@@ -69,6 +69,47 @@ type Traffic struct {
 	// (load-sharing and the other schemes without restoration, docs/schemes.md): "reregister" (default) registers
 	// again at once, "ignore" waits for the next periodic refresh (ue.Config.OnRestoration504).
 	OnRestoration504 string `yaml:"on_restoration_504"`
+
+	// The traffic model of real subscribers and the reachability probes (docs/scenarios.md, "Traffic model").
+	// Both opt in; without them the phones behave as above.
+
+	// BHCA is the busy-hour call attempts per calling user (0 = no model). With it each calling user places
+	// calls with exponential inter-arrival times of mean 3600 s / BHCA to a random user that takes calls.
+	BHCA float64 `yaml:"bhca"`
+	// Holding is the holding-time distribution of the model's calls (default exponential, mean 90s).
+	Holding *Holding `yaml:"holding"`
+	// IdleShare is the share of users that place no calls and receive none of the model's calls.
+	IdleShare float64 `yaml:"idle_share"`
+	// MTOnlyShare is the share of users that only receive calls.
+	MTOnlyShare float64 `yaml:"mt_only_share"`
+	// Reachability probes every affected user after a fault (0 interval = off).
+	Reachability ue.Reachability `yaml:"reachability"`
+}
+
+// Holding is a holding-time distribution.
+type Holding struct {
+	// Dist is exponential (default) or fixed.
+	Dist string `yaml:"dist"`
+	// Mean is the exponential's mean or the fixed value (default 90s).
+	Mean time.Duration `yaml:"mean"`
+}
+
+// model returns the phones' traffic model, or nil without BHCA.
+func (t *Traffic) model() *ue.Model {
+	if t.BHCA == 0 && t.Holding == nil && t.IdleShare == 0 && t.MTOnlyShare == 0 {
+		return nil
+	}
+	m := &ue.Model{BHCA: t.BHCA, IdleShare: t.IdleShare, MTOnlyShare: t.MTOnlyShare,
+		Holding: ue.HoldingExponential, HoldingMean: 90 * time.Second}
+	if t.Holding != nil {
+		if t.Holding.Dist != "" {
+			m.Holding = t.Holding.Dist
+		}
+		if t.Holding.Mean != 0 {
+			m.HoldingMean = t.Holding.Mean
+		}
+	}
+	return m
 }
 
 // Fault is one fault of the schedule.
@@ -287,6 +328,28 @@ func (t *Traffic) validate(v *validator) {
 	if t.OnRestoration504 != ue.RestorationReregister && t.OnRestoration504 != ue.RestorationIgnore {
 		v.add("traffic.on_restoration_504", "must be %s or %s, is %q", ue.RestorationReregister, ue.RestorationIgnore,
 			t.OnRestoration504)
+	}
+	if m := t.model(); m != nil {
+		if err := m.Validate("traffic"); err != nil {
+			field, msg, _ := strings.Cut(err.Error(), ": ")
+			// The scenario spells the model's holding fields as holding.dist and holding.mean.
+			switch field {
+			case "traffic.holding":
+				field = "traffic.holding.dist"
+			case "traffic.holding_mean":
+				field = "traffic.holding.mean"
+			}
+			v.add(field, "%s", msg)
+		}
+	}
+	r := t.Reachability
+	r.ApplyDefaults()
+	if err := r.Validate("traffic.reachability"); err != nil {
+		field, msg, _ := strings.Cut(err.Error(), ": ")
+		v.add(field, "%s", msg)
+	} else if r.Interval > 0 && t.FirstUser+t.Phones+r.Probers-1 > 9999 {
+		v.add("traffic.reachability.probers", "prober users %d..%d go beyond user9999", t.FirstUser+t.Phones,
+			t.FirstUser+t.Phones+r.Probers-1)
 	}
 }
 

@@ -62,6 +62,12 @@ func (u *UE) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 	}
 	hosts := mtHosts(req)
 	rec.PCSCF, rec.SCSCF = hosts.pcscf, hosts.scscf
+	switch {
+	case u.isProber(req.Recipient.User):
+		rec.Probe = ProbeMO
+	case req.From() != nil && u.isProber(req.From().Address.User):
+		rec.Probe = ProbeMT
+	}
 
 	p := u.byUser[req.Recipient.User]
 	if p == nil || !u.running.Load() {
@@ -186,7 +192,9 @@ func (u *UE) finishMTRecord(rec *Record, code int, start time.Time) {
 	} else {
 		rec.Result = resultOf(&StatusError{Code: code})
 	}
-	u.stats.mtFailed.Add(1)
+	if rec.Probe == "" {
+		u.stats.mtFailed.Add(1)
+	}
 	u.records.write(rec)
 	u.log.Debug("ue: incoming call not answered", "impu", rec.IMPU, "call_id", rec.CallID, "method", "INVITE",
 		"status", code)
@@ -205,9 +213,11 @@ func (u *UE) finishMT(d *dialog, result, ended string) {
 	rec.DurationMs = ms(time.Since(d.answeredAt))
 	d.mu.Unlock()
 	u.removeDialog(d)
-	if result == "ok" {
+	switch {
+	case rec.Probe != "":
+	case result == "ok":
 		u.stats.mtOK.Add(1)
-	} else {
+	default:
 		u.stats.mtFailed.Add(1)
 	}
 	u.records.write(rec)

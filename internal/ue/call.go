@@ -136,6 +136,12 @@ func (u *UE) targetURI(to string) (sip.Uri, error) {
 // before Call returns; the error is nil when the call was answered (even if the BYE then failed), otherwise it
 // wraps a *StatusError, ErrTimeout or ErrTransport.
 func (p *Phone) Call(ctx context.Context, to string, hold time.Duration) (CallResult, error) {
+	return p.call(ctx, to, hold, "", "")
+}
+
+// call is Call; probe marks a reachability probe (ProbeMT, ProbeMO) of the user probeUser: its record says so,
+// it counts apart from the users' calls, and a restoration 504 to it changes nothing in the phone.
+func (p *Phone) call(ctx context.Context, to string, hold time.Duration, probe, probeUser string) (CallResult, error) {
 	u := p.ue
 	if !u.running.Load() {
 		return CallResult{}, ErrNotRunning
@@ -167,7 +173,8 @@ func (p *Phone) Call(ctx context.Context, to string, hold time.Duration) (CallRe
 	u.bind(inv)
 
 	start := time.Now()
-	rec := Record{Type: "call", Direction: "mo", IMPU: p.impu, CallID: d.callID, To: target.String()}
+	rec := Record{Type: "call", Direction: "mo", IMPU: p.impu, CallID: d.callID, To: target.String(), Probe: probe,
+		ProbeUser: probeUser}
 	stamp(&rec, start)
 	u.addDialog(d) // a BYE from the callee can arrive as soon as it has answered
 	defer u.removeDialog(d)
@@ -178,7 +185,11 @@ func (p *Phone) Call(ctx context.Context, to string, hold time.Duration) (CallRe
 		tx = nil // sipgo returns a typed nil in the interface
 		err = fmt.Errorf("%w: %w", ErrTransport, err)
 	} else {
-		final, err = u.awaitAnswer(ctx, tx, inv, start, &rec)
+		timeout := u.cfg.CallTimeout
+		if probe != "" && u.cfg.Reachability.Timeout > 0 {
+			timeout = u.cfg.Reachability.Timeout
+		}
+		final, err = u.awaitAnswer(ctx, tx, inv, start, &rec, timeout)
 	}
 	hosts := nodeHosts{}
 	if final != nil {
@@ -193,7 +204,7 @@ func (p *Phone) Call(ctx context.Context, to string, hold time.Duration) (CallRe
 	}
 	hosts.fill(p.hosts())
 	rec.PCSCF, rec.SCSCF = hosts.pcscf, hosts.scscf
-	if isRestoration504(final) {
+	if isRestoration504(final) && probe == "" {
 		p.onRestoration(rec.CallID, start)
 	}
 
@@ -217,6 +228,14 @@ func (p *Phone) Call(ctx context.Context, to string, hold time.Duration) (CallRe
 	if rec.Setup200 != nil {
 		res.Setup200 = time.Duration(*rec.Setup200 * float64(time.Millisecond))
 	}
+	if probe != "" {
+		if err != nil {
+			u.stats.probesFailed.Add(1)
+			return res, fmt.Errorf("ue: probe call %s → %s: %w", p.impu, rec.To, err)
+		}
+		u.stats.probesOK.Add(1)
+		return res, nil
+	}
 	if err != nil {
 		u.stats.callsFailed.Add(1)
 		u.log.Debug("ue: call failed", "impu", p.impu, "call_id", rec.CallID, "method", "INVITE",
@@ -232,8 +251,8 @@ func (p *Phone) Call(ctx context.Context, to string, hold time.Duration) (CallRe
 // (once a provisional response has come, RFC 3261 §9.1) and waits for the final answer to the INVITE, which
 // it returns with the reason it gave up (ErrTimeout or aborted).
 func (u *UE) awaitAnswer(ctx context.Context, tx sip.ClientTransaction, inv *sip.Request, start time.Time,
-	rec *Record) (*sip.Response, error) {
-	timeout := time.NewTimer(u.cfg.CallTimeout)
+	rec *Record, callTimeout time.Duration) (*sip.Response, error) {
+	timeout := time.NewTimer(callTimeout)
 	defer timeout.Stop()
 	provisional := false
 	seen := func(r *sip.Response) {
@@ -255,7 +274,7 @@ wait:
 		case <-tx.Done():
 			return nil, txError(tx.Err())
 		case <-timeout.C:
-			cause = fmt.Errorf("%w within the call timeout (%s)", ErrTimeout, u.cfg.CallTimeout)
+			cause = fmt.Errorf("%w within the call timeout (%s)", ErrTimeout, callTimeout)
 			break wait
 		case <-ctx.Done():
 			cause = fmt.Errorf("%w: %w", errAborted, ctx.Err())

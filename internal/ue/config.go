@@ -65,6 +65,11 @@ type Config struct {
 	// CalleeCount 0 the callees are the registered phones of this process.
 	CalleeFrom  int `yaml:"callee_from"`
 	CalleeCount int `yaml:"callee_count"`
+	// Model is the traffic model of real subscribers (nil = none): per-user Poisson calls at BHCA, a
+	// holding-time distribution, idle and MT-only shares. It works alongside CallRate and ProbeInterval.
+	Model *Model `yaml:"model"`
+	// Reachability configures the reachability probes after a fault (StartReachability).
+	Reachability Reachability `yaml:"reachability"`
 	// RecordsFile receives one JSON line per call and per registration ("" = none, "-" = stdout).
 	RecordsFile string `yaml:"records_file"`
 	// EventsFile receives the node's events (node_ready, node_stopped) ("" = none, "-" = stdout).
@@ -162,6 +167,10 @@ func (c *Config) applyDefaults() {
 		c.Mix = &one
 	}
 	def(&c.OnRestoration504, RestorationReregister)
+	if c.Model != nil {
+		c.Model.applyDefaults()
+	}
+	c.Reachability.ApplyDefaults()
 }
 
 // Validate checks the configuration and names the bad field.
@@ -235,6 +244,19 @@ func (c *Config) Validate() error {
 		return bad("timers.t1", "must not be negative")
 	case c.OnRestoration504 != RestorationReregister && c.OnRestoration504 != RestorationIgnore:
 		return bad("on_restoration_504", "must be %s or %s, is %q", RestorationReregister, RestorationIgnore, c.OnRestoration504)
+	}
+	if c.Model != nil {
+		if err := c.Model.Validate("model"); err != nil {
+			return fmt.Errorf("ue config: %w", err)
+		}
+	}
+	if err := c.Reachability.Validate("reachability"); err != nil {
+		return fmt.Errorf("ue config: %w", err)
+	}
+	if c.Reachability.Interval > 0 {
+		if last := u.From + u.Count + c.Reachability.Probers - 1; float64(last) >= math.Pow10(u.Digits) {
+			return bad("reachability.probers", "prober users up to %d do not fit in %d digits", last, u.Digits)
+		}
 	}
 	return nil
 }

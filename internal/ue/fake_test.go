@@ -37,6 +37,7 @@ type fakeBAC struct {
 	registers []seenRegister
 	relayed   []seenRequest
 	acks      map[string]*sip.Request // last ACK relayed, by Call-ID
+	pcscfOf   map[string]string       // the P-CSCF put in a user's Path (default pcscf1); set before registering
 }
 
 type binding struct {
@@ -151,7 +152,13 @@ func (f *fakeBAC) onRegister(req *sip.Request, tx sip.ServerTransaction) {
 	contact.Params = sip.NewParams()
 	contact.Params.Add("expires", strconv.Itoa(min(expires, f.grant)))
 	res.AppendHeader(contact)
-	res.AppendHeader(sip.NewHeader("Path", "<sip:term@pcscf1.ims.test;lr>"))
+	pcscf := "pcscf1"
+	f.mu.Lock()
+	if h, ok := f.pcscfOf[user]; ok {
+		pcscf = h
+	}
+	f.mu.Unlock()
+	res.AppendHeader(sip.NewHeader("Path", "<sip:term@"+pcscf+".ims.test;lr>"))
 	res.AppendHeader(sip.NewHeader("Service-Route", "<sip:orig@scscf1.ims.test;lr>"))
 	res.AppendHeader(sip.NewHeader("P-Associated-URI", "<sip:"+user+"@ims.test>, <tel:+1555"+number+">"))
 	respond(res)

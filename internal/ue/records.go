@@ -44,6 +44,12 @@ type Record struct {
 	// Where it went when known: the host names found in Record-Route, Via, Path or Service-Route.
 	PCSCF string `json:"pcscf,omitempty"`
 	SCSCF string `json:"scscf,omitempty"`
+
+	// Probe marks a reachability probe (Config.Reachability), not the users' own traffic: "mt" (a prober
+	// called ProbeUser), "mo" (ProbeUser called a prober), or "prober" (a prober phone's registration). Both
+	// legs of a probe call carry it; ProbeUser is set on the caller's record.
+	Probe     string `json:"probe,omitempty"`
+	ProbeUser string `json:"probe_user,omitempty"`
 }
 
 func stamp(r *Record, start time.Time) {

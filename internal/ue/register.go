@@ -28,6 +28,8 @@ type Phone struct {
 	impu      string // sip:user0001@ims.test
 	password  string
 	caller    bool        // places generated calls (Config.Mix)
+	role      Role        // in the traffic model (Config.Model)
+	prober    bool        // a reachability prober (Config.Reachability), not a user
 	busy      atomic.Bool // in a generated outgoing call
 	restoring atomic.Bool // an initial registration after a restoration 504 is on its way
 
@@ -142,6 +144,9 @@ func (p *Phone) register(ctx context.Context, kind string) error {
 	p.mu.Lock()
 	rec := Record{Type: "register", IMPU: p.impu, CallID: p.regCallID, Kind: kind, Result: resultOf(err),
 		DurationMs: ms(time.Since(start))}
+	if p.prober {
+		rec.Probe = ProbeProber
+	}
 	stamp(&rec, start)
 	if res != nil {
 		rec.Status = res.StatusCode
@@ -160,7 +165,7 @@ func (p *Phone) register(ctx context.Context, kind string) error {
 			PCSCF: hosts.pcscf, SCSCF: hosts.scscf, Count: p.reg.Count + 1}
 		rec.Expires, rec.PCSCF, rec.SCSCF = granted, hosts.pcscf, hosts.scscf
 		if granted > 0 {
-			p.scheduleLocked(u.jitter(time.Duration(granted)*time.Second/2, 0.1))
+			p.scheduleLocked(u.jitter(RefreshAfter(time.Duration(granted)*time.Second), 0.1))
 		}
 	default:
 		p.reg.CSeq = p.cseq
@@ -307,7 +312,7 @@ func (u *UE) registerAll(ctx context.Context) {
 	interval := time.Duration(float64(time.Second) / u.cfg.RegisterRate)
 	var wg sync.WaitGroup
 	next := time.Now()
-	for _, p := range u.phones {
+	for _, p := range append(append([]*Phone(nil), u.phones...), u.probers...) {
 		if d := time.Until(next); d > 0 {
 			select {
 			case <-ctx.Done():
@@ -335,7 +340,7 @@ func (u *UE) deregisterAll() {
 	defer cancel()
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
-	for _, p := range u.phones {
+	for _, p := range append(append([]*Phone(nil), u.phones...), u.probers...) {
 		if !p.Registered() {
 			continue
 		}

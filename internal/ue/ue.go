@@ -32,8 +32,12 @@ type UE struct {
 	conn    net.PacketConn
 	seed    int64
 
-	phones []*Phone
-	byUser map[string]*Phone
+	phones  []*Phone
+	probers []*Phone // reachability probers (Config.Reachability), after the phones' range
+	byUser  map[string]*Phone
+
+	reachMu   sync.Mutex
+	reachSeen map[string]bool // users probed already
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -69,6 +73,7 @@ type stats struct {
 	callsSkipped             atomic.Int64 // a generated call found no free registered caller or callee
 	initialOK, initialFailed atomic.Int64 // phones after the initial round
 	deregistered             atomic.Int64
+	probesOK, probesFailed   atomic.Int64 // reachability probe calls (either direction)
 }
 
 // Summary counts what happened so far.
@@ -85,6 +90,8 @@ type Summary struct {
 	MTOK           int64 `json:"mt_ok"`           // incoming calls answered
 	MTFailed       int64 `json:"mt_failed"`       // incoming calls not answered (cancelled, unknown user, no ACK)
 	Deregistered   int64 `json:"deregistered"`
+	ProbesOK       int64 `json:"probes_ok"`     // reachability probe calls answered
+	ProbesFailed   int64 `json:"probes_failed"` // … and that failed
 }
 
 // Option configures optional collaborators of a UE.
@@ -106,7 +113,7 @@ func New(cfg Config, opts ...Option) (*UE, error) {
 		return nil, err
 	}
 	u := &UE{cfg: cfg, log: slog.Default(), ready: make(chan struct{}), done: make(chan struct{}),
-		dialogs: map[string]*dialog{}, byUser: map[string]*Phone{}}
+		dialogs: map[string]*dialog{}, byUser: map[string]*Phone{}, reachSeen: map[string]bool{}}
 	for _, o := range opts {
 		o(u)
 	}
@@ -130,6 +137,29 @@ func New(cfg Config, opts ...Option) (*UE, error) {
 	}
 	for _, i := range u.rng.Perm(len(u.phones))[:callers] {
 		u.phones[i].caller = true
+	}
+	for _, p := range u.phones {
+		p.role = RoleMTOnly
+		if p.caller {
+			p.role = RoleCaller
+		}
+	}
+	if m := cfg.Model; m != nil {
+		// The model's roles come from their own stream of the seed, so adding the model changes no other draw.
+		for i, r := range AssignRoles(len(u.phones), m.IdleShare, m.MTOnlyShare, phoneRand(u.seed, 0, 2)) {
+			u.phones[i].role = r
+		}
+	}
+	if cfg.Reachability.Interval > 0 {
+		for i := range cfg.Reachability.Probers {
+			n := cfg.Users.From + cfg.Users.Count + i
+			p := &Phone{ue: u, n: n, user: cfg.Users.User(n), password: cfg.Users.Password(n), prober: true,
+				role: RoleCaller}
+			p.impi = p.user + "@" + cfg.Domain
+			p.impu = "sip:" + p.impi
+			u.probers = append(u.probers, p)
+			u.byUser[p.user] = p
+		}
 	}
 	return u, nil
 }
@@ -173,7 +203,8 @@ func (u *UE) Summary() Summary {
 		RegisterOK: u.stats.regOK.Load(), RegisterFailed: u.stats.regFailed.Load(),
 		CallsOK: u.stats.callsOK.Load(), CallsFailed: u.stats.callsFailed.Load(),
 		CallsSkipped: u.stats.callsSkipped.Load(), MTOK: u.stats.mtOK.Load(), MTFailed: u.stats.mtFailed.Load(),
-		Deregistered: u.stats.deregistered.Load(),
+		Deregistered: u.stats.deregistered.Load(), ProbesOK: u.stats.probesOK.Load(),
+		ProbesFailed: u.stats.probesFailed.Load(),
 	}
 	for _, p := range u.phones {
 		if p.Registered() {
@@ -253,6 +284,9 @@ func (u *UE) Run(ctx context.Context) (err error) {
 	if !u.cfg.Manual && u.cfg.ProbeInterval > 0 {
 		u.goBackground(func() { u.probeCalls(runCtx) })
 	}
+	if !u.cfg.Manual && u.cfg.Model != nil {
+		u.runModel(runCtx)
+	}
 
 	var sockErr error
 	select {
@@ -269,6 +303,9 @@ func (u *UE) Run(ctx context.Context) (err error) {
 	u.stopping = true
 	u.bgMu.Unlock()
 	for _, p := range u.phones {
+		p.stopRefresh()
+	}
+	for _, p := range u.probers {
 		p.stopRefresh()
 	}
 	u.bg.Wait()

@@ -87,6 +87,70 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 		return cfg
 	}
 
+	Context("reachability probes", func() {
+		BeforeEach(func() { fake = startFakeBAC(600) })
+
+		It("probes the users of a faulted node from probers elsewhere, marks the probes and stops once confirmed", func(ctx SpecContext) {
+			cfg := manual()
+			cfg.Users.Count = 4
+			cfg.RingTime = 10 * time.Millisecond
+			cfg.Reachability = ue.Reachability{Interval: 50 * time.Millisecond, Confirm: 2, Probers: 2}
+			fake.mu.Lock()
+			fake.pcscfOf = map[string]string{"user0004": "pcscf2", "user0005": "pcscf2", "user0006": "pcscf2"}
+			fake.mu.Unlock()
+			u := startUE(cfg)
+			Expect(u.Probers()).To(HaveLen(2))
+			for _, p := range append(u.Phones(), u.Probers()...) {
+				Expect(p.Register(ctx)).To(Succeed())
+			}
+			Expect(u.StartReachability([]string{"pcscf1"})).To(Equal(3), "user0001-3 registered through pcscf1")
+			Expect(u.StartReachability([]string{"pcscf1"})).To(BeZero(), "a user is probed once")
+
+			probes := recordsWhere(u.records, func(r ue.Record) bool { return r.Probe == ue.ProbeMT || r.Probe == ue.ProbeMO })
+			okOf := func(kind, user string) func() int {
+				return func() int {
+					n := 0
+					for _, r := range probes() {
+						if r.Probe == kind && r.Direction == "mo" && r.ProbeUser == "sip:"+user+"@ims.test" && r.Result == "ok" {
+							n++
+						}
+					}
+					return n
+				}
+			}
+			for _, user := range []string{"user0001", "user0002", "user0003"} {
+				Eventually(okOf(ue.ProbeMT, user)).WithTimeout(5 * time.Second).Should(BeNumerically(">=", 2))
+				Eventually(okOf(ue.ProbeMO, user)).WithTimeout(5 * time.Second).Should(BeNumerically(">=", 2))
+			}
+			// Confirmed twice in each direction: the probes stop. Without failures each direction of each user
+			// places its 2 confirming probes plus at most max_in_flight (2) started before they were answered.
+			callerSide := func() int {
+				n := 0
+				for _, r := range probes() {
+					if r.Direction == "mo" {
+						n++
+					}
+				}
+				return n
+			}
+			Consistently(callerSide).WithTimeout(300 * time.Millisecond).Should(BeNumerically("<=", 3*2*(2+2)))
+			n := len(probes())
+			Consistently(func() int { return len(probes()) }).WithTimeout(300 * time.Millisecond).Should(Equal(n))
+			for _, r := range probes() {
+				Expect(r.ProbeUser).NotTo(Equal("sip:user0004@ims.test"), "user0004 is not on pcscf1")
+				if r.Direction == "mo" && r.Probe == ue.ProbeMT {
+					Expect(r.IMPU).To(BeElementOf("sip:user0005@ims.test", "sip:user0006@ims.test"), "a prober calls")
+				}
+				if r.Direction == "mt" && r.Probe == ue.ProbeMT {
+					Expect(r.IMPU).To(BeElementOf("sip:user0001@ims.test", "sip:user0002@ims.test", "sip:user0003@ims.test"))
+				}
+			}
+			s := u.Summary()
+			Expect(s.CallsOK+s.CallsFailed+s.MTOK+s.MTFailed).To(BeZero(), "probes are not the users' calls")
+			Expect(s.ProbesOK).To(BeNumerically(">=", 12))
+		}, SpecTimeout(20*time.Second))
+	})
+
 	Context("registration", func() {
 		BeforeEach(func() { fake = startFakeBAC(600) })
 
