@@ -105,6 +105,6 @@ var _ = Describe("summaries over runs", Label("unit"), func() {
 		AddReportEntry("coverage", map[string]int{"clustered": covered, "naive": naiveCovered, "of": experiments})
 		// Percentile bootstrap with 20 clusters under-covers a little; binomial sd at 0.95 of 100 is 2.2 %.
 		Expect(float64(covered) / experiments).To(BeNumerically(">=", 0.85))
-		Expect(float64(naiveCovered) / experiments).To(BeNumerically("<", 0.75), "users are not independent")
+		Expect(float64(naiveCovered)/experiments).To(BeNumerically("<", 0.75), "users are not independent")
 	})
 })
