@@ -211,6 +211,47 @@ var _ = Describe("the measured Table 1", Label("unit"), func() {
 		Expect(string(scatter)).To(ContainSubstring("load-sharing"))
 	}, SpecTimeout(30*time.Second))
 
+	It("repeats every scheme with consecutive seeds, interleaved, and aggregates each with n and a CI", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		vs, err := compare.ParseVariants("quasi-pool,load-sharing")
+		Expect(err).NotTo(HaveOccurred())
+		f := &fakeRun{}
+		res, err := compare.Run(ctx, compare.Config{Scenario: loadScenario(), Variants: vs, OutDir: dir, Run: f.run,
+			Seed: 40, Repeat: 3})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.seeds).To(Equal([]int64{40, 40, 41, 41, 42, 42}), "rep 1 of every scheme, then rep 2, …")
+		Expect(f.dirs).To(Equal([]string{
+			filepath.Join(dir, "quasi-pool", "rep1"), filepath.Join(dir, "load-sharing", "rep1"),
+			filepath.Join(dir, "quasi-pool", "rep2"), filepath.Join(dir, "load-sharing", "rep2"),
+			filepath.Join(dir, "quasi-pool", "rep3"), filepath.Join(dir, "load-sharing", "rep3")}))
+		Expect(res.Repeat).To(Equal(3))
+		Expect(res.Rows).To(HaveLen(2))
+		Expect(res.Rows[0].RunDir).To(Equal(filepath.Join("quasi-pool", "rep1")))
+		for _, v := range []string{"quasi-pool", "load-sharing"} {
+			Expect(filepath.Join(dir, v, "repeat.json")).To(BeAnExistingFile())
+			Expect(filepath.Join(dir, v, "repeat.md")).To(BeAnExistingFile())
+		}
+		var rep compare.Repeat
+		b, err := os.ReadFile(filepath.Join(dir, "quasi-pool", "repeat.json"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(json.Unmarshal(b, &rep)).To(Succeed())
+		Expect(rep.Runs).To(Equal(3))
+		Expect(rep.Seeds).To(Equal([]int64{40, 41, 42}))
+		mo := rep.Metric("mo_interruption_s")
+		Expect(mo).NotTo(BeNil())
+		Expect(mo.Stat.Runs).To(Equal(3))
+		Expect(mo.Stat.Values).To(Equal(9), "3 affected users in each of 3 runs")
+		Expect(mo.Stat.Mean).To(BeNumerically("~", 1.8, 1e-9))
+		Expect(mo.Stat.MeanCI).NotTo(BeNil())
+		Expect(mo.Stat.P95).To(BeNil(), "9 values: no p95")
+		Expect(rep.Metric("time_to_detect_s").Stat.Median).To(Equal(1.5))
+		md, err := os.ReadFile(filepath.Join(dir, "compare.md"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(ContainSubstring("## Repetitions (3 runs per scheme)"))
+		Expect(string(md)).To(ContainSubstring("| quasi-pool | 3/3 | 3 [3, 3] n=3 | 1.5 [1.5, 1.5] n=3 | 1.8 [1.8, 1.8] n=3 (9 users) |"))
+		Expect(string(md)).To(ContainSubstring("](quasi-pool/rep1/users.csv)"))
+	}, SpecTimeout(30*time.Second))
+
 	It("records a run that could not be carried out with --keep-going and exits 1", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
 		vs, _ := compare.ParseVariants("quasi-pool,load-sharing")

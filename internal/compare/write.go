@@ -344,6 +344,9 @@ func markdown(res *Result, figs []figure) string {
 			fmt.Fprintf(&b, "|%s\n", strings.Repeat("---|", len(row)))
 		}
 	}
+	if res.Repeat > 1 {
+		b.WriteString(repeatSection(res))
+	}
 	b.WriteString("\nExpectations of the scenario not met:\n\n")
 	none := true
 	for _, r := range res.Rows {
@@ -437,5 +440,38 @@ func htmlDoc(res *Result, figs []figure) string {
 			"<a href=\"%s/trace.pcap\">trace.pcap</a></li>\n", e(r.Variant), d, d, d, d, d)
 	}
 	b.WriteString("</ul>\n</body></html>\n")
+	return b.String()
+}
+
+// repeatSection is compare.md's table of the repeated runs: per scheme, mean with its 95 % bootstrap CI over runs.
+func repeatSection(res *Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Repetitions (%d runs per scheme)\n\n", res.Repeat)
+	fmt.Fprintf(&b, "The table above shows the first run of each scheme. Here every scheme ran %d times with the seeds "+
+		"%d, %d, … (interleaved across schemes: the first run of every scheme, then the second, …); each cell is "+
+		"the mean [95 %% CI] over the runs, n = runs with a value, and for per-user metrics the number of users "+
+		"pooled. The CI is a percentile bootstrap that resamples whole runs (docs/compare.md, \"Repetitions\"). "+
+		"Per scheme: `<scheme>/repeat.md`.\n\n", res.Repeat, res.Seed, res.Seed+1)
+	cols := []struct{ name, title string }{
+		{"affected_users", "affected users"}, {"time_to_detect_s", "time to detect (s)"},
+		{"mo_interruption_s", "MO interruption (s)"}, {"mt_interruption_s", "MT interruption (s)"},
+		{"mo_taken_over", "MO taken over"}, {"mt_taken_over", "MT taken over"},
+	}
+	b.WriteString("| scheme | runs |")
+	for _, c := range cols {
+		b.WriteString(" " + c.title + " |")
+	}
+	b.WriteString("\n|---|---:|" + strings.Repeat("---|", len(cols)) + "\n")
+	for _, r := range res.Rows {
+		runs := "–"
+		if r.Repeat != nil {
+			runs = fmt.Sprintf("%d/%d", len(r.Repeat.Seeds), r.Repeat.Runs)
+		}
+		fmt.Fprintf(&b, "| %s | %s |", r.Variant, runs)
+		for _, c := range cols {
+			b.WriteString(" " + mdCell(r.Repeat.MeanCI(c.name)) + " |")
+		}
+		fmt.Fprintf(&b, "\n")
+	}
 	return b.String()
 }

@@ -44,9 +44,9 @@ type Summary struct {
 	Max      float64   `json:"max"`
 	// P95 is the empirical 95th percentile, given only from MinForP95 values.
 	P95 *float64 `json:"p95,omitempty"`
-	// PerRun is each run's own mean (its single value for a per-run metric), in run order; NaN for a run without
-	// values.
-	PerRun []float64 `json:"per_run"`
+	// PerRun is each run's own mean (its single value for a per-run metric), in run order; nil (JSON null) for a
+	// run without values.
+	PerRun []*float64 `json:"per_run"`
 }
 
 // Interval is a confidence interval.
@@ -86,7 +86,7 @@ func ClusteredN(groups [][]float64, seed uint64, resamples int) (Summary, error)
 	resamples = max(resamples, 100)
 	var all []float64
 	var runs [][]float64
-	s := Summary{PerRun: make([]float64, len(groups))}
+	s := Summary{PerRun: make([]*float64, len(groups))}
 	for i, g := range groups {
 		var vals []float64
 		for _, v := range g {
@@ -95,10 +95,10 @@ func ClusteredN(groups [][]float64, seed uint64, resamples int) (Summary, error)
 			}
 		}
 		if len(vals) == 0 {
-			s.PerRun[i] = math.NaN()
 			continue
 		}
-		s.PerRun[i] = stat.Mean(vals, nil)
+		m := stat.Mean(vals, nil)
+		s.PerRun[i] = &m
 		runs = append(runs, vals)
 		all = append(all, vals...)
 	}
