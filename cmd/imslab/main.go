@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/imslab/quasipool/internal/compare"
 	"github.com/imslab/quasipool/internal/compose"
 	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/obs"
@@ -256,6 +258,8 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	logFormat := fs.String("log-format", "", "text or json (the runner's and lab's own log, on stderr)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	useNetns := fs.Bool("netns", false, "local backend: every node in its own network namespace with its own address (root, Linux)")
+	repeat := fs.Int("repeat", 1, "run the scenario this many times with the seeds seed, seed+1, … into <out>/rep<k>/ and write "+
+		"<out>/repeat.json and repeat.md (statistics over the runs, docs/compare.md)")
 	// The scenario file may come before, between or after the flags.
 	file, status := parseWithFile(fs, args, errOut, "run")
 	if status >= 0 {
@@ -282,10 +286,17 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, Seed: *seed,
+	rc := scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, Seed: *seed,
 		KeepGoing: *keepGoing, RepoDir: *repo, BinDir: *binDir, ReadyTimeout: *readyTimeout, GracePeriod: *grace,
-		Progress: *progress, Backend: *backend, Image: *image, BuildImage: *rebuild, Netns: *useNetns},
-		scenario.WithLogger(log), scenario.WithOutput(out), scenario.WithReportBuilder(buildReport))
+		Progress: *progress, Backend: *backend, Image: *image, BuildImage: *rebuild, Netns: *useNetns}
+	switch {
+	case *repeat < 1:
+		fmt.Fprintln(errOut, "imslab run: --repeat: must be at least 1")
+		return scenario.ExitError
+	case *repeat > 1:
+		return runRepeated(ctx, rc, *repeat, log, out, errOut)
+	}
+	o, err := scenario.Run(ctx, rc, scenario.WithLogger(log), scenario.WithOutput(out), scenario.WithReportBuilder(buildReport))
 	if err != nil {
 		fmt.Fprintln(errOut, "imslab run:", err)
 		if o != nil {
@@ -293,6 +304,29 @@ func runScenario(args []string, out, errOut io.Writer) int {
 		}
 	}
 	return scenario.ExitCode(o, err)
+}
+
+// runRepeated is imslab run --repeat K: K runs, then repeat.json and repeat.md. The exit status is 2 when a run
+// could not be carried out, else 1 when a run missed an expectation, else 0.
+func runRepeated(ctx context.Context, rc scenario.RunConfig, k int, log *slog.Logger, out, errOut io.Writer) int {
+	run := compare.LabRunner(rc, scenario.WithLogger(log), scenario.WithOutput(out))
+	outcomes, agg, err := compare.RunRepeat(ctx, compare.RepeatConfig{Scenario: rc.Scenario, Dir: rc.RunDir, Seed: rc.Seed,
+		Repeat: k, KeepGoing: rc.KeepGoing, Run: run, Out: out})
+	if agg != nil {
+		fmt.Fprintf(out, "\n%d runs of %s: %s\n", k, rc.Scenario.Name, filepath.Join(rc.RunDir, compare.FileRepeatMD))
+		for _, name := range []string{"time_to_detect_s", "mo_interruption_s", "mt_interruption_s"} {
+			fmt.Fprintf(out, "  %-18s %s\n", name, agg.MeanCI(name))
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(errOut, "imslab run:", err)
+		return scenario.ExitError
+	}
+	status := scenario.ExitPassed
+	for _, o := range outcomes {
+		status = max(status, scenario.ExitCode(o, nil))
+	}
+	return status
 }
 
 // buildReport writes the run's report (internal/report) and returns its summary's metrics.

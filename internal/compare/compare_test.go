@@ -319,6 +319,58 @@ var _ = Describe("sweeps", Label("unit"), func() {
 		Expect(f.seeds).To(Equal([]int64{11, 12, 13}))
 	}, SpecTimeout(30*time.Second))
 
+	It("repeats one scenario (imslab run --repeat) into rep<k>/ and writes repeat.json and repeat.md", func(ctx SpecContext) {
+		f := &fakeRun{}
+		dir := GinkgoT().TempDir()
+		outcomes, agg, err := compare.RunRepeat(ctx, compare.RepeatConfig{Scenario: loadScenario(), Dir: dir, Seed: 9,
+			Repeat: 2, Run: f.run})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(outcomes).To(HaveLen(2))
+		Expect(f.seeds).To(Equal([]int64{9, 10}))
+		Expect(f.dirs).To(Equal([]string{filepath.Join(dir, "rep1"), filepath.Join(dir, "rep2")}))
+		Expect(agg.RunDirs).To(Equal([]string{"rep1", "rep2"}))
+		md, err := os.ReadFile(filepath.Join(dir, "repeat.md"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(ContainSubstring("2 runs asked for, 2 with a report (seeds 9, 10)"))
+		Expect(string(md)).To(ContainSubstring("[rep1](rep1/report.md)"))
+		Expect(filepath.Join(dir, "repeat.json")).To(BeAnExistingFile())
+		_, _, err = compare.RunRepeat(ctx, compare.RepeatConfig{Scenario: loadScenario(), Dir: dir, Repeat: 1, Run: f.run})
+		Expect(err).To(MatchError(ContainSubstring("repeat of at least 2")))
+	}, SpecTimeout(30*time.Second))
+
+	It("repeats every combination with consecutive seeds, interleaved, and aggregates each", func(ctx SpecContext) {
+		p, err := compare.ParseParam("pool_size=2,3")
+		Expect(err).NotTo(HaveOccurred())
+		vs, _ := compare.ParseVariants("quasi-pool")
+		f := &fakeRun{}
+		dir := GinkgoT().TempDir()
+		rows, err := compare.Sweep(ctx, compare.SweepConfig{Scenario: loadScenario(), Params: []compare.Param{p},
+			Variants: vs, OutDir: dir, Run: f.run, Seed: 5, Repeat: 2})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rows).To(HaveLen(4))
+		Expect(f.seeds).To(Equal([]int64{5, 5, 6, 6}))
+		Expect(f.dirs).To(Equal([]string{filepath.Join(dir, "pool_size=2", "quasi-pool", "rep1"),
+			filepath.Join(dir, "pool_size=3", "quasi-pool", "rep1"), filepath.Join(dir, "pool_size=2", "quasi-pool", "rep2"),
+			filepath.Join(dir, "pool_size=3", "quasi-pool", "rep2")}))
+		var rep compare.Repeat
+		b, err := os.ReadFile(filepath.Join(dir, "pool_size=3", "quasi-pool", "repeat.json"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(json.Unmarshal(b, &rep)).To(Succeed())
+		Expect(rep.Seeds).To(Equal([]int64{5, 6}))
+		Expect(rep.Metric("mt_interruption_s").Stat.Runs).To(Equal(2))
+		Expect(rep.Metric("mt_interruption_s").Stat.MeanCI).NotTo(BeNil())
+		b, err = os.ReadFile(filepath.Join(dir, "sweep.csv"))
+		Expect(err).NotTo(HaveOccurred())
+		recs, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
+		Expect(err).NotTo(HaveOccurred())
+		rc := indexOf(recs[0], "rep")
+		Expect(rc).To(BeNumerically(">=", 0))
+		Expect([]string{recs[1][rc], recs[2][rc], recs[3][rc], recs[4][rc]}).To(Equal([]string{"1", "1", "2", "2"}))
+		svg, err := os.ReadFile(filepath.Join(dir, "plots", "sweep_pool_size.svg"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(svg)).To(ContainSubstring("n=2 runs per point"))
+	}, SpecTimeout(30*time.Second))
+
 	It("moves the pools to larger port ranges when 8 members with standbys do not fit the default plan", func(ctx SpecContext) {
 		p, err := compare.ParseParam("pool_size=8")
 		Expect(err).NotTo(HaveOccurred())

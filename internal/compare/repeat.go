@@ -2,15 +2,18 @@ package compare
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/imslab/quasipool/internal/report"
+	"github.com/imslab/quasipool/internal/scenario"
 	"github.com/imslab/quasipool/internal/stats"
 )
 
@@ -250,4 +253,68 @@ func (r *Repeat) MeanCI(name string) string {
 		s += fmt.Sprintf(" (%d users)", m.Stat.Values)
 	}
 	return s
+}
+
+// RepeatConfig configures RunRepeat.
+type RepeatConfig struct {
+	Scenario *scenario.Scenario
+	// Dir receives rep1/ … rep<K>/ and repeat.json, repeat.md.
+	Dir string
+	// Seed of the first run (0: the scenario's, else a new one); run k has Seed+k-1.
+	Seed int64
+	// Repeat is K (at least 2).
+	Repeat int
+	// KeepGoing: a run that cannot be carried out is counted in repeat.json and the next one runs.
+	KeepGoing bool
+	Run       RunFunc
+	Out       io.Writer
+}
+
+// RunRepeat runs one scenario K times (imslab run --repeat K) and writes the aggregate. It returns every run's
+// outcome (nil for a run that could not be carried out) and the aggregate.
+func RunRepeat(ctx context.Context, cfg RepeatConfig) ([]*scenario.Outcome, *Repeat, error) {
+	if cfg.Scenario == nil || cfg.Run == nil || cfg.Dir == "" || cfg.Repeat < 2 {
+		return nil, nil, errors.New("repeat: scenario, out dir, runner and a repeat of at least 2 are required")
+	}
+	out := cfg.Out
+	if out == nil {
+		out = io.Discard
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("repeat: %w", err)
+	}
+	seed := Seed(cfg.Seed, cfg.Scenario)
+	var outcomes []*scenario.Outcome
+	var runs []RepeatRun
+	failed := 0
+	for k := 1; k <= cfg.Repeat; k++ {
+		if err := ctx.Err(); err != nil {
+			return outcomes, nil, fmt.Errorf("repeat: %w", err)
+		}
+		s := RepSeed(seed, k)
+		rel := RepDir("", k, cfg.Repeat)
+		fmt.Fprintf(out, "== repetition %d/%d: seed %d, run dir %s\n", k, cfg.Repeat, s, filepath.Join(cfg.Dir, rel))
+		o, sum, err := cfg.Run(ctx, cfg.Scenario, filepath.Join(cfg.Dir, rel), s)
+		if err != nil {
+			if !cfg.KeepGoing || ctx.Err() != nil {
+				return outcomes, nil, fmt.Errorf("repeat: run %d (seed %d): %w", k, s, err)
+			}
+			failed++
+			fmt.Fprintf(out, "== repetition %d: the run could not be carried out: %v\n", k, err)
+			o = nil
+		}
+		outcomes = append(outcomes, o)
+		runs = append(runs, RepeatRun{Seed: s, RunDir: rel, Summary: sum})
+	}
+	agg, err := Aggregate(cfg.Scenario.Name, "", runs)
+	if err != nil {
+		return outcomes, agg, err
+	}
+	if err := WriteRepeat(cfg.Dir, agg); err != nil {
+		return outcomes, agg, err
+	}
+	if failed > 0 {
+		return outcomes, agg, fmt.Errorf("repeat: %d of %d: %w", failed, cfg.Repeat, ErrRunsFailed)
+	}
+	return outcomes, agg, nil
 }
