@@ -111,7 +111,7 @@ func runCompare(args []string, out, errOut io.Writer) int {
 	lf := addLabFlags(fs, strings.Join([]string{topology.SchemeQuasiPool, topology.SchemeLoadSharing,
 		topology.SchemeNPlus1}, ","))
 	fs.Usage = func() {
-		fmt.Fprintf(errOut, "usage: imslab compare <scenario.yaml> [--schemes a,b,…] [--out dir] [--seed n] [--keep-going]\n\n"+
+		fmt.Fprintf(errOut, "usage: imslab compare <scenario.yaml> [--schemes a,b,…] [--out dir] [--seed n] [--repeat K] [--keep-going]\n\n"+
 			"Runs the scenario once per scheme variant (same traffic and seed; the scenario's pool sizes are the\n"+
 			"active members) into <out>/<variant>/ and writes <out>/compare.md, compare.html, compare.json,\n"+
 			"table1.csv and plots/ (docs/compare.md).\n\nschemes: %s\noptions (scheme+option):\n",

@@ -4,6 +4,7 @@
 //	imslab up --phones 50 --call-rate 5 --duration 30s      the same with simulated phones, for a fixed time
 //	imslab run scenarios/pcscf-kill.yaml [--out d] [--seed n] run a scenario; exit 0 passed, 1 failed, 2 error
 //	imslab run --backend compose scenarios/pcscf-kill.yaml    the same with the lab as Docker containers
+//	imslab run --repeat 20 --seed 1 f.yaml --out d            20 runs (seeds 1…20), statistics in d/repeat.md
 //	imslab compose [--check]                                   generate docker-compose.yml from the topology
 //	imslab up --netns / imslab run --netns …                   every node in its own network namespace (root)
 //	imslab clean                                               remove what crashed namespace runs left behind
