@@ -39,7 +39,7 @@ func addLabFlags(fs *flag.FlagSet, defSchemes string) *labFlags {
 	return &labFlags{
 		out:     fs.String("out", "", "output directory (default: runs/<command>-<scenario>-<date-time>)"),
 		schemes: fs.String("schemes", defSchemes, "comma-separated variants <scheme>[+<option>…] (docs/compare.md)"),
-		seed:    fs.Int64("seed", 0, "random seed of the phones' traffic, the same for every run (0 = the scenario's, or a new one; printed)"),
+		seed:    fs.Int64("seed", 0, "the runs' seed (phones, nodes, fault draws), the same for every scheme; repetitions add 1, 2, … (0 = the scenario's, or a new one; printed)"),
 		repeat: fs.Int("repeat", 1, "run everything this many times with the seeds seed, seed+1, …, interleaved, and "+
 			"aggregate (repeat.json/md with n and 95 % CI, docs/compare.md)"),
 		keepGoing:    fs.Bool("keep-going", false, "a run that cannot be carried out is recorded and the next one runs (exit 1 at the end)"),

@@ -110,7 +110,7 @@ func up(args []string, out io.Writer) error {
 	callRate := fs.Float64("call-rate", 0, "calls per second between the phones")
 	hold := fs.Duration("hold", 3*time.Second, "hold time of each call")
 	duration := fs.Duration("duration", 0, "stop the lab after this long (0 = wait for Ctrl-C)")
-	seed := fs.Int64("seed", 0, "random seed of the phones' traffic (0 = new; printed)")
+	seed := fs.Int64("seed", 0, "random seed of the phones' traffic and the nodes' choices (0 = new for the phones, the clock for the nodes; printed)")
 	logFormat := fs.String("log-format", "", "text or json (the lab's own log)")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error")
 	useNetns := fs.Bool("netns", false, "run every node in its own network namespace with its own address on a bridge (root, Linux)")
@@ -137,7 +137,7 @@ func up(args []string, out io.Writer) error {
 		latest = true
 	}
 	cfg := lab.Config{Topology: t, RunDir: dir, RepoDir: *repo, BinDir: *binDir, ReadyTimeout: *readyTimeout,
-		GracePeriod: *grace, Netns: *useNetns}
+		GracePeriod: *grace, Netns: *useNetns, Seed: *seed} // --seed 0: the nodes seed from the clock
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
 	}
@@ -246,7 +246,7 @@ func runScenario(args []string, out, errOut io.Writer) int {
 		fs.PrintDefaults()
 	}
 	outDir := fs.String("out", "", "run directory (default: runs/<scenario>-<date-time>; runs/latest points at it)")
-	seed := fs.Int64("seed", 0, "random seed of the phones' traffic (0 = the scenario's seed, or a new one; printed)")
+	seed := fs.Int64("seed", 0, "the run's seed: every random choice (phones, nodes, fault instants and victims) is drawn from it (0 = the scenario's seed, or a new one; printed)")
 	keepGoing := fs.Bool("keep-going", false, "go on when a fault cannot be injected or some phones fail to register")
 	binDir := fs.String("bin-dir", "", "use prebuilt node binaries from this directory instead of building")
 	repo := fs.String("repo", "", "repository root (default: found from the working directory)")
