@@ -31,7 +31,8 @@ type Scenario struct {
 	Name string `yaml:"name"`
 	// Description says in a sentence or two what happens and what must hold.
 	Description string `yaml:"description"`
-	// Seed drives every random choice of the phones (0 = a new seed for every run, printed).
+	// Seed is the run's seed: every random choice of the run (phones, nodes, fault instants and victims) is drawn
+	// from it (0 = a new seed for every run, printed; docs/scenarios.md, "Seeds").
 	Seed int64 `yaml:"seed"`
 	// Duration is how long traffic runs, from the run's time zero (t0, when every phone has registered).
 	Duration time.Duration `yaml:"duration"`
