@@ -250,6 +250,10 @@ var _ = Describe("the measured Table 1", Label("unit"), func() {
 		Expect(string(md)).To(ContainSubstring("## Repetitions (3 runs per scheme)"))
 		Expect(string(md)).To(ContainSubstring("| quasi-pool | 3/3 | 3 [3, 3] n=3 | 1.5 [1.5, 1.5] n=3 | 1.8 [1.8, 1.8] n=3 (9 users) |"))
 		Expect(string(md)).To(ContainSubstring("](quasi-pool/rep1/users.csv)"))
+		h, err := os.ReadFile(filepath.Join(dir, "compare.html"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(h)).To(ContainSubstring("<h2>Repetitions (3 runs per scheme)</h2>"))
+		Expect(string(h)).To(ContainSubstring("<td>1.8 [1.8, 1.8] n=3 (9 users)</td>"))
 	}, SpecTimeout(30*time.Second))
 
 	It("records a run that could not be carried out with --keep-going and exits 1", func(ctx SpecContext) {
