@@ -30,15 +30,18 @@ type labFlags struct {
 	out, schemes, binDir, repo, logFormat, logLevel *string
 	backend, image                                  *string
 	seed                                            *int64
+	repeat                                          *int
 	keepGoing                                       *bool
 	readyTimeout, grace, progress                   *time.Duration
 }
 
 func addLabFlags(fs *flag.FlagSet, defSchemes string) *labFlags {
 	return &labFlags{
-		out:          fs.String("out", "", "output directory (default: runs/<command>-<scenario>-<date-time>)"),
-		schemes:      fs.String("schemes", defSchemes, "comma-separated variants <scheme>[+<option>…] (docs/compare.md)"),
-		seed:         fs.Int64("seed", 0, "random seed of the phones' traffic, the same for every run (0 = the scenario's, or a new one; printed)"),
+		out:     fs.String("out", "", "output directory (default: runs/<command>-<scenario>-<date-time>)"),
+		schemes: fs.String("schemes", defSchemes, "comma-separated variants <scheme>[+<option>…] (docs/compare.md)"),
+		seed:    fs.Int64("seed", 0, "the runs' seed (phones, nodes, fault draws), the same for every scheme; repetitions add 1, 2, … (0 = the scenario's, or a new one; printed)"),
+		repeat: fs.Int("repeat", 1, "run everything this many times with the seeds seed, seed+1, …, interleaved, and "+
+			"aggregate (repeat.json/md with n and 95 % CI, docs/compare.md)"),
 		keepGoing:    fs.Bool("keep-going", false, "a run that cannot be carried out is recorded and the next one runs (exit 1 at the end)"),
 		binDir:       fs.String("bin-dir", "", "use prebuilt node binaries from this directory instead of building"),
 		backend:      fs.String("backend", scenario.BackendLocal, "where each lab runs: local (processes) or compose (Docker containers)"),
@@ -108,7 +111,7 @@ func runCompare(args []string, out, errOut io.Writer) int {
 	lf := addLabFlags(fs, strings.Join([]string{topology.SchemeQuasiPool, topology.SchemeLoadSharing,
 		topology.SchemeNPlus1}, ","))
 	fs.Usage = func() {
-		fmt.Fprintf(errOut, "usage: imslab compare <scenario.yaml> [--schemes a,b,…] [--out dir] [--seed n] [--keep-going]\n\n"+
+		fmt.Fprintf(errOut, "usage: imslab compare <scenario.yaml> [--schemes a,b,…] [--out dir] [--seed n] [--repeat K] [--keep-going]\n\n"+
 			"Runs the scenario once per scheme variant (same traffic and seed; the scenario's pool sizes are the\n"+
 			"active members) into <out>/<variant>/ and writes <out>/compare.md, compare.html, compare.json,\n"+
 			"table1.csv and plots/ (docs/compare.md).\n\nschemes: %s\noptions (scheme+option):\n",
@@ -122,6 +125,10 @@ func runCompare(args []string, out, errOut io.Writer) int {
 	file, status := parseWithFile(fs, args, errOut, "compare")
 	if status >= 0 {
 		return status
+	}
+	if *lf.repeat < 1 {
+		fmt.Fprintln(errOut, "imslab compare: --repeat: must be at least 1")
+		return compare.ExitError
 	}
 	variants, err := compare.ParseVariants(*lf.schemes)
 	if err != nil {
@@ -142,11 +149,15 @@ func runCompare(args []string, out, errOut io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := compare.Run(ctx, compare.Config{Scenario: sc, ScenarioFile: file, Variants: variants, OutDir: dir,
-		Seed: *lf.seed, KeepGoing: *lf.keepGoing, Run: run, Out: out})
+		Seed: *lf.seed, KeepGoing: *lf.keepGoing, Repeat: *lf.repeat, Run: run, Out: out})
 	if res != nil {
 		fmt.Fprintf(out, "\ncomparison of %s (seed %d): %s\n", sc.Name, res.Seed, filepath.Join(dir, compare.FileMarkdown))
 		for _, r := range res.Rows {
 			fmt.Fprintf(out, "  %-28s %s\n", r.Variant, r.Line())
+			if r.Repeat != nil {
+				fmt.Fprintf(out, "  %-28s %d runs: MO interruption %s; MT %s\n", "", r.Repeat.Runs,
+					r.Repeat.MeanCI("mo_interruption_s"), r.Repeat.MeanCI("mt_interruption_s"))
+			}
 		}
 	}
 	if err != nil {
@@ -175,6 +186,10 @@ func runSweep(args []string, out, errOut io.Writer) int {
 	file, status := parseWithFile(fs, args, errOut, "sweep")
 	if status >= 0 {
 		return status
+	}
+	if *lf.repeat < 1 {
+		fmt.Fprintln(errOut, "imslab sweep: --repeat: must be at least 1")
+		return compare.ExitError
 	}
 	if len(params) == 0 {
 		fmt.Fprintln(errOut, "imslab sweep: give at least one --param name=v1,v2 (imslab sweep -h)")
@@ -208,7 +223,7 @@ func runSweep(args []string, out, errOut io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rows, err := compare.Sweep(ctx, compare.SweepConfig{Scenario: sc, ScenarioFile: file, Params: ps,
-		Variants: variants, OutDir: dir, Seed: *lf.seed, KeepGoing: *lf.keepGoing, Run: run, Out: out})
+		Variants: variants, OutDir: dir, Seed: *lf.seed, KeepGoing: *lf.keepGoing, Repeat: *lf.repeat, Run: run, Out: out})
 	fmt.Fprintf(out, "\nsweep of %s: %d runs, %s\n", sc.Name, len(rows), filepath.Join(dir, compare.FileSweep))
 	if err != nil {
 		fmt.Fprintln(errOut, "imslab sweep:", err)

@@ -4,6 +4,7 @@
 //	imslab up --phones 50 --call-rate 5 --duration 30s      the same with simulated phones, for a fixed time
 //	imslab run scenarios/pcscf-kill.yaml [--out d] [--seed n] run a scenario; exit 0 passed, 1 failed, 2 error
 //	imslab run --backend compose scenarios/pcscf-kill.yaml    the same with the lab as Docker containers
+//	imslab run --repeat 20 --seed 1 f.yaml --out d            20 runs (seeds 1…20), statistics in d/repeat.md
 //	imslab compose [--check]                                   generate docker-compose.yml from the topology
 //	imslab up --netns / imslab run --netns …                   every node in its own network namespace (root)
 //	imslab clean                                               remove what crashed namespace runs left behind
@@ -16,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -24,6 +26,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/imslab/quasipool/internal/compare"
 	"github.com/imslab/quasipool/internal/compose"
 	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/obs"
@@ -107,7 +110,7 @@ func up(args []string, out io.Writer) error {
 	callRate := fs.Float64("call-rate", 0, "calls per second between the phones")
 	hold := fs.Duration("hold", 3*time.Second, "hold time of each call")
 	duration := fs.Duration("duration", 0, "stop the lab after this long (0 = wait for Ctrl-C)")
-	seed := fs.Int64("seed", 0, "random seed of the phones' traffic (0 = new; printed)")
+	seed := fs.Int64("seed", 0, "random seed of the phones' traffic and the nodes' choices (0 = new for the phones, the clock for the nodes; printed)")
 	logFormat := fs.String("log-format", "", "text or json (the lab's own log)")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error")
 	useNetns := fs.Bool("netns", false, "run every node in its own network namespace with its own address on a bridge (root, Linux)")
@@ -134,7 +137,7 @@ func up(args []string, out io.Writer) error {
 		latest = true
 	}
 	cfg := lab.Config{Topology: t, RunDir: dir, RepoDir: *repo, BinDir: *binDir, ReadyTimeout: *readyTimeout,
-		GracePeriod: *grace, Netns: *useNetns}
+		GracePeriod: *grace, Netns: *useNetns, Seed: *seed} // --seed 0: the nodes seed from the clock
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
 	}
@@ -243,7 +246,7 @@ func runScenario(args []string, out, errOut io.Writer) int {
 		fs.PrintDefaults()
 	}
 	outDir := fs.String("out", "", "run directory (default: runs/<scenario>-<date-time>; runs/latest points at it)")
-	seed := fs.Int64("seed", 0, "random seed of the phones' traffic (0 = the scenario's seed, or a new one; printed)")
+	seed := fs.Int64("seed", 0, "the run's seed: every random choice (phones, nodes, fault instants and victims) is drawn from it (0 = the scenario's seed, or a new one; printed)")
 	keepGoing := fs.Bool("keep-going", false, "go on when a fault cannot be injected or some phones fail to register")
 	binDir := fs.String("bin-dir", "", "use prebuilt node binaries from this directory instead of building")
 	repo := fs.String("repo", "", "repository root (default: found from the working directory)")
@@ -256,6 +259,8 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	logFormat := fs.String("log-format", "", "text or json (the runner's and lab's own log, on stderr)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	useNetns := fs.Bool("netns", false, "local backend: every node in its own network namespace with its own address (root, Linux)")
+	repeat := fs.Int("repeat", 1, "run the scenario this many times with the seeds seed, seed+1, … into <out>/rep<k>/ and write "+
+		"<out>/repeat.json and repeat.md (statistics over the runs, docs/compare.md)")
 	// The scenario file may come before, between or after the flags.
 	file, status := parseWithFile(fs, args, errOut, "run")
 	if status >= 0 {
@@ -282,10 +287,17 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, Seed: *seed,
+	rc := scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, Seed: *seed,
 		KeepGoing: *keepGoing, RepoDir: *repo, BinDir: *binDir, ReadyTimeout: *readyTimeout, GracePeriod: *grace,
-		Progress: *progress, Backend: *backend, Image: *image, BuildImage: *rebuild, Netns: *useNetns},
-		scenario.WithLogger(log), scenario.WithOutput(out), scenario.WithReportBuilder(buildReport))
+		Progress: *progress, Backend: *backend, Image: *image, BuildImage: *rebuild, Netns: *useNetns}
+	switch {
+	case *repeat < 1:
+		fmt.Fprintln(errOut, "imslab run: --repeat: must be at least 1")
+		return scenario.ExitError
+	case *repeat > 1:
+		return runRepeated(ctx, rc, *repeat, log, out, errOut)
+	}
+	o, err := scenario.Run(ctx, rc, scenario.WithLogger(log), scenario.WithOutput(out), scenario.WithReportBuilder(buildReport))
 	if err != nil {
 		fmt.Fprintln(errOut, "imslab run:", err)
 		if o != nil {
@@ -293,6 +305,29 @@ func runScenario(args []string, out, errOut io.Writer) int {
 		}
 	}
 	return scenario.ExitCode(o, err)
+}
+
+// runRepeated is imslab run --repeat K: K runs, then repeat.json and repeat.md. The exit status is 2 when a run
+// could not be carried out, else 1 when a run missed an expectation, else 0.
+func runRepeated(ctx context.Context, rc scenario.RunConfig, k int, log *slog.Logger, out, errOut io.Writer) int {
+	run := compare.LabRunner(rc, scenario.WithLogger(log), scenario.WithOutput(out))
+	outcomes, agg, err := compare.RunRepeat(ctx, compare.RepeatConfig{Scenario: rc.Scenario, Dir: rc.RunDir, Seed: rc.Seed,
+		Repeat: k, KeepGoing: rc.KeepGoing, Run: run, Out: out})
+	if agg != nil {
+		fmt.Fprintf(out, "\n%d runs of %s: %s\n", k, rc.Scenario.Name, filepath.Join(rc.RunDir, compare.FileRepeatMD))
+		for _, name := range []string{"time_to_detect_s", "mo_interruption_s", "mt_interruption_s"} {
+			fmt.Fprintf(out, "  %-18s %s\n", name, agg.MeanCI(name))
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(errOut, "imslab run:", err)
+		return scenario.ExitError
+	}
+	status := scenario.ExitPassed
+	for _, o := range outcomes {
+		status = max(status, scenario.ExitCode(o, nil))
+	}
+	return status
 }
 
 // buildReport writes the run's report (internal/report) and returns its summary's metrics.

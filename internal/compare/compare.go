@@ -65,6 +65,10 @@ type Config struct {
 	Seed int64
 	// KeepGoing: a run that cannot be carried out is recorded in its row and the next variant runs.
 	KeepGoing bool
+	// Repeat runs every variant this many times (default 1) with the seeds Seed, Seed+1, …, interleaved (the
+	// first repetition of every variant, then the second, …) into <out>/<variant>/rep<k>/, and writes
+	// <out>/<variant>/repeat.json and repeat.md; the rows' single-run columns are those of the first repetition.
+	Repeat int
 	// Run runs one scenario (LabRunner for real runs).
 	Run RunFunc
 	// Out receives one line per run (default io.Discard).
@@ -73,14 +77,16 @@ type Config struct {
 
 // Result is a finished comparison: compare.json.
 type Result struct {
-	Scenario     string    `json:"scenario"`
-	Description  string    `json:"description,omitempty"`
-	ScenarioFile string    `json:"scenario_file,omitempty"`
-	Seed         int64     `json:"seed"`
-	Started      time.Time `json:"started"`
-	Setup        Setup     `json:"setup"`
-	Rows         []Row     `json:"rows"`
-	Files        []string  `json:"files"`
+	Scenario     string `json:"scenario"`
+	Description  string `json:"description,omitempty"`
+	ScenarioFile string `json:"scenario_file,omitempty"`
+	Seed         int64  `json:"seed"`
+	// Repeat is the number of runs per variant (seeds Seed, Seed+1, …); above 1 every row has its Repeat.
+	Repeat  int       `json:"repeat"`
+	Started time.Time `json:"started"`
+	Setup   Setup     `json:"setup"`
+	Rows    []Row     `json:"rows"`
+	Files   []string  `json:"files"`
 	// summaries of the runs (by variant), for the plots; not in compare.json (each run has its summary.json).
 	summaries map[string]*report.Summary
 }
@@ -163,37 +169,66 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("compare: %w", err)
 	}
 	failed := 0
-	for i, v := range cfg.Variants {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("compare: %w", err)
-		}
-		dir := filepath.Join(cfg.OutDir, v.Name)
-		fmt.Fprintf(out, "== %s (%d/%d): pools %d+%d members, seed %d, run dir %s\n", v.Name, i+1,
-			len(cfg.Variants), scs[i].Topology.Pools.PCSCF.Size, scs[i].Topology.Pools.SCSCF.Size, res.Seed, dir)
-		began := time.Now()
-		o, s, err := cfg.Run(ctx, scs[i], dir, res.Seed)
-		if err != nil {
-			if !cfg.KeepGoing || ctx.Err() != nil {
-				return nil, fmt.Errorf("compare: %s: %w", v.Name, err)
+	repeat := max(cfg.Repeat, 1)
+	reps := make([][]RepeatRun, len(cfg.Variants))
+	rows := make([]Row, len(cfg.Variants))
+	for k := 1; k <= repeat; k++ {
+		for i, v := range cfg.Variants {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("compare: %w", err)
 			}
-			failed++
-			fmt.Fprintf(out, "== %s: the run could not be carried out: %v\n", v.Name, err)
+			seed := RepSeed(res.Seed, k)
+			rel := RepDir(v.Name, k, repeat)
+			dir := filepath.Join(cfg.OutDir, rel)
+			label := v.Name
+			if repeat > 1 {
+				label = fmt.Sprintf("%s rep %d/%d", v.Name, k, repeat)
+			}
+			fmt.Fprintf(out, "== %s (%d/%d): pools %d+%d members, seed %d, run dir %s\n", label, i+1,
+				len(cfg.Variants), scs[i].Topology.Pools.PCSCF.Size, scs[i].Topology.Pools.SCSCF.Size, seed, dir)
+			began := time.Now()
+			o, s, err := cfg.Run(ctx, scs[i], dir, seed)
+			if err != nil {
+				if !cfg.KeepGoing || ctx.Err() != nil {
+					return nil, fmt.Errorf("compare: %s: %w", label, err)
+				}
+				failed++
+				fmt.Fprintf(out, "== %s: the run could not be carried out: %v\n", label, err)
+			}
+			row := RowOf(v, active, rel, s, o, err)
+			if k == 1 {
+				rows[i] = row
+				if s != nil {
+					res.summaries[v.Name] = s
+				}
+			}
+			reps[i] = append(reps[i], RepeatRun{Seed: seed, RunDir: filepath.Base(rel), Summary: s})
+			fmt.Fprintf(out, "== %s done in %s: %s\n", label, time.Since(began).Round(time.Second), row.Line())
+			for _, w := range row.Warnings {
+				fmt.Fprintf(out, "== %s: warning: %s\n", label, w)
+			}
 		}
-		row := RowOf(v, active, v.Name, s, o, err)
-		res.Rows = append(res.Rows, row)
-		if s != nil {
-			res.summaries[v.Name] = s
+	}
+	res.Repeat = repeat
+	for i, v := range cfg.Variants {
+		if repeat > 1 {
+			agg, err := Aggregate(sc.Name, v.Name, reps[i])
+			if err == nil {
+				err = WriteRepeat(filepath.Join(cfg.OutDir, v.Name), agg)
+			}
+			if err != nil {
+				fmt.Fprintf(out, "== %s: %v\n", v.Name, err)
+			} else {
+				rows[i].Repeat = agg
+			}
 		}
-		fmt.Fprintf(out, "== %s done in %s: %s\n", v.Name, time.Since(began).Round(time.Second), row.Line())
-		for _, w := range row.Warnings {
-			fmt.Fprintf(out, "== %s: warning: %s\n", v.Name, w)
-		}
+		res.Rows = append(res.Rows, rows[i])
 	}
 	if err := Write(cfg.OutDir, res); err != nil {
 		return res, err
 	}
 	if failed > 0 {
-		return res, fmt.Errorf("compare: %d of %d: %w", failed, len(cfg.Variants), ErrRunsFailed)
+		return res, fmt.Errorf("compare: %d of %d: %w", failed, len(cfg.Variants)*repeat, ErrRunsFailed)
 	}
 	return res, nil
 }

@@ -211,6 +211,51 @@ var _ = Describe("the measured Table 1", Label("unit"), func() {
 		Expect(string(scatter)).To(ContainSubstring("load-sharing"))
 	}, SpecTimeout(30*time.Second))
 
+	It("repeats every scheme with consecutive seeds, interleaved, and aggregates each with n and a CI", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		vs, err := compare.ParseVariants("quasi-pool,load-sharing")
+		Expect(err).NotTo(HaveOccurred())
+		f := &fakeRun{}
+		res, err := compare.Run(ctx, compare.Config{Scenario: loadScenario(), Variants: vs, OutDir: dir, Run: f.run,
+			Seed: 40, Repeat: 3})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.seeds).To(Equal([]int64{40, 40, 41, 41, 42, 42}), "rep 1 of every scheme, then rep 2, …")
+		Expect(f.dirs).To(Equal([]string{
+			filepath.Join(dir, "quasi-pool", "rep1"), filepath.Join(dir, "load-sharing", "rep1"),
+			filepath.Join(dir, "quasi-pool", "rep2"), filepath.Join(dir, "load-sharing", "rep2"),
+			filepath.Join(dir, "quasi-pool", "rep3"), filepath.Join(dir, "load-sharing", "rep3")}))
+		Expect(res.Repeat).To(Equal(3))
+		Expect(res.Rows).To(HaveLen(2))
+		Expect(res.Rows[0].RunDir).To(Equal(filepath.Join("quasi-pool", "rep1")))
+		for _, v := range []string{"quasi-pool", "load-sharing"} {
+			Expect(filepath.Join(dir, v, "repeat.json")).To(BeAnExistingFile())
+			Expect(filepath.Join(dir, v, "repeat.md")).To(BeAnExistingFile())
+		}
+		var rep compare.Repeat
+		b, err := os.ReadFile(filepath.Join(dir, "quasi-pool", "repeat.json"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(json.Unmarshal(b, &rep)).To(Succeed())
+		Expect(rep.Runs).To(Equal(3))
+		Expect(rep.Seeds).To(Equal([]int64{40, 41, 42}))
+		mo := rep.Metric("mo_interruption_s")
+		Expect(mo).NotTo(BeNil())
+		Expect(mo.Stat.Runs).To(Equal(3))
+		Expect(mo.Stat.Values).To(Equal(9), "3 affected users in each of 3 runs")
+		Expect(mo.Stat.Mean).To(BeNumerically("~", 1.8, 1e-9))
+		Expect(mo.Stat.MeanCI).NotTo(BeNil())
+		Expect(mo.Stat.P95).To(BeNil(), "9 values: no p95")
+		Expect(rep.Metric("time_to_detect_s").Stat.Median).To(Equal(1.5))
+		md, err := os.ReadFile(filepath.Join(dir, "compare.md"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(ContainSubstring("## Repetitions (3 runs per scheme)"))
+		Expect(string(md)).To(ContainSubstring("| quasi-pool | 3/3 | 3 [3, 3] n=3 | 1.5 [1.5, 1.5] n=3 | 1.8 [1.8, 1.8] n=3 (9 users) |"))
+		Expect(string(md)).To(ContainSubstring("](quasi-pool/rep1/users.csv)"))
+		h, err := os.ReadFile(filepath.Join(dir, "compare.html"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(h)).To(ContainSubstring("<h2>Repetitions (3 runs per scheme)</h2>"))
+		Expect(string(h)).To(ContainSubstring("<td>1.8 [1.8, 1.8] n=3 (9 users)</td>"))
+	}, SpecTimeout(30*time.Second))
+
 	It("records a run that could not be carried out with --keep-going and exits 1", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
 		vs, _ := compare.ParseVariants("quasi-pool,load-sharing")
@@ -276,6 +321,58 @@ var _ = Describe("sweeps", Label("unit"), func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(rows).To(HaveLen(3))
 		Expect(f.seeds).To(Equal([]int64{11, 12, 13}))
+	}, SpecTimeout(30*time.Second))
+
+	It("repeats one scenario (imslab run --repeat) into rep<k>/ and writes repeat.json and repeat.md", func(ctx SpecContext) {
+		f := &fakeRun{}
+		dir := GinkgoT().TempDir()
+		outcomes, agg, err := compare.RunRepeat(ctx, compare.RepeatConfig{Scenario: loadScenario(), Dir: dir, Seed: 9,
+			Repeat: 2, Run: f.run})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(outcomes).To(HaveLen(2))
+		Expect(f.seeds).To(Equal([]int64{9, 10}))
+		Expect(f.dirs).To(Equal([]string{filepath.Join(dir, "rep1"), filepath.Join(dir, "rep2")}))
+		Expect(agg.RunDirs).To(Equal([]string{"rep1", "rep2"}))
+		md, err := os.ReadFile(filepath.Join(dir, "repeat.md"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(ContainSubstring("2 runs asked for, 2 with a report (seeds 9, 10)"))
+		Expect(string(md)).To(ContainSubstring("[rep1](rep1/report.md)"))
+		Expect(filepath.Join(dir, "repeat.json")).To(BeAnExistingFile())
+		_, _, err = compare.RunRepeat(ctx, compare.RepeatConfig{Scenario: loadScenario(), Dir: dir, Repeat: 1, Run: f.run})
+		Expect(err).To(MatchError(ContainSubstring("repeat of at least 2")))
+	}, SpecTimeout(30*time.Second))
+
+	It("repeats every combination with consecutive seeds, interleaved, and aggregates each", func(ctx SpecContext) {
+		p, err := compare.ParseParam("pool_size=2,3")
+		Expect(err).NotTo(HaveOccurred())
+		vs, _ := compare.ParseVariants("quasi-pool")
+		f := &fakeRun{}
+		dir := GinkgoT().TempDir()
+		rows, err := compare.Sweep(ctx, compare.SweepConfig{Scenario: loadScenario(), Params: []compare.Param{p},
+			Variants: vs, OutDir: dir, Run: f.run, Seed: 5, Repeat: 2})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rows).To(HaveLen(4))
+		Expect(f.seeds).To(Equal([]int64{5, 5, 6, 6}))
+		Expect(f.dirs).To(Equal([]string{filepath.Join(dir, "pool_size=2", "quasi-pool", "rep1"),
+			filepath.Join(dir, "pool_size=3", "quasi-pool", "rep1"), filepath.Join(dir, "pool_size=2", "quasi-pool", "rep2"),
+			filepath.Join(dir, "pool_size=3", "quasi-pool", "rep2")}))
+		var rep compare.Repeat
+		b, err := os.ReadFile(filepath.Join(dir, "pool_size=3", "quasi-pool", "repeat.json"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(json.Unmarshal(b, &rep)).To(Succeed())
+		Expect(rep.Seeds).To(Equal([]int64{5, 6}))
+		Expect(rep.Metric("mt_interruption_s").Stat.Runs).To(Equal(2))
+		Expect(rep.Metric("mt_interruption_s").Stat.MeanCI).NotTo(BeNil())
+		b, err = os.ReadFile(filepath.Join(dir, "sweep.csv"))
+		Expect(err).NotTo(HaveOccurred())
+		recs, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
+		Expect(err).NotTo(HaveOccurred())
+		rc := indexOf(recs[0], "rep")
+		Expect(rc).To(BeNumerically(">=", 0))
+		Expect([]string{recs[1][rc], recs[2][rc], recs[3][rc], recs[4][rc]}).To(Equal([]string{"1", "1", "2", "2"}))
+		svg, err := os.ReadFile(filepath.Join(dir, "plots", "sweep_pool_size.svg"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(svg)).To(ContainSubstring("n=2 runs per point"))
 	}, SpecTimeout(30*time.Second))
 
 	It("moves the pools to larger port ranges when 8 members with standbys do not fit the default plan", func(ctx SpecContext) {

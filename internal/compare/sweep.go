@@ -19,6 +19,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/stats"
 )
 
 // Sweep parameters: name → how a value is parsed and applied to a scenario copy.
@@ -129,8 +130,12 @@ type SweepConfig struct {
 	OutDir       string
 	Seed         int64
 	KeepGoing    bool
-	Run          RunFunc
-	Out          io.Writer
+	// Repeat runs every combination this many times (default 1), seeds seed, seed+1, …, interleaved (every
+	// combination once, then again, …) into <combination>/<variant>/rep<k>/, each combination's runs summarised
+	// in its repeat.json and repeat.md; the plots then show the mean over the runs with its 95 % CI.
+	Repeat int
+	Run    RunFunc
+	Out    io.Writer
 }
 
 // SweepRow is one run of a sweep: sweep.csv.
@@ -138,6 +143,9 @@ type SweepRow struct {
 	Values  map[string]string  `json:"values"`
 	Numbers map[string]float64 `json:"-"`
 	Row     Row                `json:"row"`
+	// Rep is the repetition (1…Repeat) and Seed the run's seed.
+	Rep  int   `json:"rep"`
+	Seed int64 `json:"seed"`
 }
 
 // FileSweep is the sweep's CSV.
@@ -200,33 +208,52 @@ func Sweep(ctx context.Context, cfg SweepConfig) ([]SweepRow, error) {
 	}
 	var rows []SweepRow
 	failed := 0
-	for i, j := range jobs {
-		if err := ctx.Err(); err != nil {
-			return rows, fmt.Errorf("sweep: %w", err)
-		}
-		jseed := seed
-		if _, ok := j.values["seed"]; ok {
-			jseed = j.sc.Seed // a repetition: the swept seed, not the sweep's
-		}
-		fmt.Fprintf(out, "== run %d/%d: %s (seed %d)\n", i+1, len(jobs), j.dir, jseed)
-		o, s, err := cfg.Run(ctx, j.sc, filepath.Join(cfg.OutDir, j.dir), jseed)
-		if err != nil {
-			if !cfg.KeepGoing || ctx.Err() != nil {
-				return rows, fmt.Errorf("sweep: %s: %w", j.dir, err)
+	repeat := max(cfg.Repeat, 1)
+	reps := make([][]RepeatRun, len(jobs))
+	for k := 1; k <= repeat; k++ {
+		for i, j := range jobs {
+			if err := ctx.Err(); err != nil {
+				return rows, fmt.Errorf("sweep: %w", err)
 			}
-			failed++
-			fmt.Fprintf(out, "== %s: the run could not be carried out: %v\n", j.dir, err)
+			jseed := seed
+			if _, ok := j.values["seed"]; ok {
+				jseed = j.sc.Seed // a repetition: the swept seed, not the sweep's
+			}
+			jseed = RepSeed(jseed, k)
+			rel := RepDir(j.dir, k, repeat)
+			n := k*len(jobs) - len(jobs) + i + 1
+			fmt.Fprintf(out, "== run %d/%d: %s (seed %d)\n", n, len(jobs)*repeat, rel, jseed)
+			o, s, err := cfg.Run(ctx, j.sc, filepath.Join(cfg.OutDir, rel), jseed)
+			if err != nil {
+				if !cfg.KeepGoing || ctx.Err() != nil {
+					return rows, fmt.Errorf("sweep: %s: %w", rel, err)
+				}
+				failed++
+				fmt.Fprintf(out, "== %s: the run could not be carried out: %v\n", rel, err)
+			}
+			row := RowOf(j.v, j.active, rel, s, o, err)
+			fmt.Fprintf(out, "== %s: %s\n", rel, row.Line())
+			rows = append(rows, SweepRow{Values: j.values, Numbers: j.numbers, Row: row, Rep: k, Seed: jseed})
+			reps[i] = append(reps[i], RepeatRun{Seed: jseed, RunDir: filepath.Base(rel), Summary: s})
+			// Write as we go: a sweep is long, and what ran is kept if it is interrupted.
+			if err := writeSweep(cfg.OutDir, cfg.Params, rows); err != nil {
+				return rows, err
+			}
 		}
-		row := RowOf(j.v, j.active, j.dir, s, o, err)
-		fmt.Fprintf(out, "== %s: %s\n", j.dir, row.Line())
-		rows = append(rows, SweepRow{Values: j.values, Numbers: j.numbers, Row: row})
-		// Write as we go: a sweep is long, and what ran is kept if it is interrupted.
-		if err := writeSweep(cfg.OutDir, cfg.Params, rows); err != nil {
-			return rows, err
+	}
+	if repeat > 1 {
+		for i, j := range jobs {
+			agg, err := Aggregate(cfg.Scenario.Name, j.v.Name, reps[i])
+			if err == nil {
+				err = WriteRepeat(filepath.Join(cfg.OutDir, j.dir), agg)
+			}
+			if err != nil {
+				fmt.Fprintf(out, "== %s: %v\n", j.dir, err)
+			}
 		}
 	}
 	if failed > 0 {
-		return rows, fmt.Errorf("sweep: %d of %d: %w", failed, len(jobs), ErrRunsFailed)
+		return rows, fmt.Errorf("sweep: %d of %d: %w", failed, len(jobs)*repeat, ErrRunsFailed)
 	}
 	return rows, nil
 }
@@ -286,7 +313,7 @@ func SweepCSV(params []Param, rows []SweepRow) []byte {
 	for _, k := range sweepKPIs {
 		head = append(head, k.name)
 	}
-	head = append(head, "expectations_ok", "expectations_all", "run_dir", "error")
+	head = append(head, "expectations_ok", "expectations_all", "run_dir", "error", "rep", "seed")
 	_ = w.Write(head)
 	for _, r := range rows {
 		var rec []string
@@ -297,7 +324,8 @@ func SweepCSV(params []Param, rows []SweepRow) []byte {
 		for _, k := range sweepKPIs {
 			rec = append(rec, optF(k.get(r.Row)))
 		}
-		rec = append(rec, itoa(r.Row.ExpectationsOK), itoa(r.Row.ExpectationsAll), filepath.ToSlash(r.Row.RunDir), r.Row.Error)
+		rec = append(rec, itoa(r.Row.ExpectationsOK), itoa(r.Row.ExpectationsAll), filepath.ToSlash(r.Row.RunDir), r.Row.Error,
+			itoa(max(r.Rep, 1)), strconv.FormatInt(r.Seed, 10))
 		_ = w.Write(rec)
 	}
 	w.Flush()
@@ -367,18 +395,40 @@ func PlotSweep(param string, params []Param, rows []SweepRow) ([]byte, error) {
 			name += " (" + k.others + ")"
 		}
 		for _, dir := range []string{"mt", "mo"} {
-			var xys plotter.XYs
+			// One point per value of the parameter: the run's p95, or with repetitions the mean of the runs' p95
+			// with its 95 % bootstrap CI over the runs as an error bar.
+			var xs []float64
+			byX := map[float64][]float64{}
 			for _, r := range g {
 				d := r.Row.MT
 				if dir == "mo" {
 					d = r.Row.MO
 				}
 				if d.InterruptionS != nil {
-					xys = append(xys, plotter.XY{X: r.Numbers[param], Y: d.InterruptionS.P95})
+					x := r.Numbers[param]
+					if _, ok := byX[x]; !ok {
+						xs = append(xs, x)
+					}
+					byX[x] = append(byX[x], d.InterruptionS.P95)
 				}
 			}
-			if len(xys) == 0 {
+			if len(xs) == 0 {
 				continue
+			}
+			var xys plotter.XYs
+			var errs plotter.YErrors
+			bars := false
+			for _, x := range xs {
+				st, err := stats.PerRun(byX[x], uint64(len(byX[x])))
+				if err != nil {
+					return nil, fmt.Errorf("sweep: plot: %w", err)
+				}
+				xys = append(xys, plotter.XY{X: x, Y: st.Mean})
+				e := struct{ Low, High float64 }{}
+				if st.MeanCI != nil {
+					e.Low, e.High, bars = st.Mean-st.MeanCI.Low, st.MeanCI.High-st.Mean, true
+				}
+				errs = append(errs, e)
 			}
 			l, pts, err := plotter.NewLinePoints(xys)
 			if err != nil {
@@ -388,9 +438,24 @@ func PlotSweep(param string, params []Param, rows []SweepRow) ([]byte, error) {
 			if dir == "mo" {
 				l.Dashes = dashes
 			} else {
-				p.Legend.Add(name, l, pts)
+				legend := name
+				if n := len(byX[xs[0]]); n > 1 {
+					legend += fmt.Sprintf(", n=%d runs per point, mean ± 95 %% CI", n)
+				}
+				p.Legend.Add(legend, l, pts)
 			}
 			p.Add(l, pts)
+			if bars {
+				eb, err := plotter.NewYErrorBars(struct {
+					plotter.XYs
+					plotter.YErrors
+				}{xys, errs})
+				if err != nil {
+					return nil, fmt.Errorf("sweep: plot: %w", err)
+				}
+				eb.Color = colorOf(i)
+				p.Add(eb)
+			}
 		}
 	}
 	return svg(p)

@@ -53,6 +53,8 @@ type Row struct {
 	// Warnings: the run does not look like the variant asked for (e.g. phones re-registering on a 504 under
 	// ignore-504).
 	Warnings []string `json:"warnings,omitempty"`
+	// Repeat summarises the variant's repeated runs (compare --repeat K > 1; also in <variant>/repeat.json).
+	Repeat *Repeat `json:"repeat,omitempty"`
 }
 
 // Dir holds one direction's columns.

@@ -344,6 +344,9 @@ func markdown(res *Result, figs []figure) string {
 			fmt.Fprintf(&b, "|%s\n", strings.Repeat("---|", len(row)))
 		}
 	}
+	if res.Repeat > 1 {
+		b.WriteString(repeatSection(res))
+	}
 	b.WriteString("\nExpectations of the scenario not met:\n\n")
 	none := true
 	for _, r := range res.Rows {
@@ -403,7 +406,23 @@ func htmlDoc(res *Result, figs []figure) string {
 		}
 		b.WriteString("</tr>\n")
 	}
-	b.WriteString("</table>\n<p>Expectations of the scenario not met:</p>\n<ul>\n")
+	b.WriteString("</table>\n")
+	if res.Repeat > 1 {
+		fmt.Fprintf(&b, "<h2>Repetitions (%d runs per scheme)</h2>\n<p>%s</p>\n<table>\n", res.Repeat, e(repeatIntro(res)))
+		for i, row := range repeatTable(res) {
+			tag := "td"
+			if i == 0 {
+				tag = "th"
+			}
+			b.WriteString("<tr>")
+			for _, c := range row {
+				fmt.Fprintf(&b, "<%s>%s</%s>", tag, e(c), tag)
+			}
+			b.WriteString("</tr>\n")
+		}
+		b.WriteString("</table>\n")
+	}
+	b.WriteString("<p>Expectations of the scenario not met:</p>\n<ul>\n")
 	none := true
 	for _, r := range res.Rows {
 		if len(r.ExpectationsMiss) > 0 {
@@ -437,5 +456,56 @@ func htmlDoc(res *Result, figs []figure) string {
 			"<a href=\"%s/trace.pcap\">trace.pcap</a></li>\n", e(r.Variant), d, d, d, d, d)
 	}
 	b.WriteString("</ul>\n</body></html>\n")
+	return b.String()
+}
+
+// repeatIntro and repeatTable are the table of the repeated runs (compare.md and compare.html): per scheme and
+// KPI, the mean with its 95 % bootstrap CI over runs.
+func repeatIntro(res *Result) string {
+	return fmt.Sprintf("The table above shows the first run of each scheme. Here every scheme ran %d times with the "+
+		"seeds %d, %d, … (interleaved across schemes: the first run of every scheme, then the second, …); each cell "+
+		"is the mean [95 %% CI] over the runs, n = runs with a value, and for per-user metrics the number of users "+
+		"pooled. The CI is a percentile bootstrap that resamples whole runs (docs/compare.md, \"Repetitions\"). "+
+		"Per scheme: <scheme>/repeat.md.", res.Repeat, res.Seed, res.Seed+1)
+}
+
+func repeatTable(res *Result) [][]string {
+	cols := []struct{ name, title string }{
+		{"affected_users", "affected users"}, {"time_to_detect_s", "time to detect (s)"},
+		{"mo_interruption_s", "MO interruption (s)"}, {"mt_interruption_s", "MT interruption (s)"},
+		{"mo_taken_over", "MO taken over"}, {"mt_taken_over", "MT taken over"},
+	}
+	head := []string{"scheme", "runs"}
+	for _, c := range cols {
+		head = append(head, c.title)
+	}
+	out := [][]string{head}
+	for _, r := range res.Rows {
+		runs := "–"
+		if r.Repeat != nil {
+			runs = fmt.Sprintf("%d/%d", len(r.Repeat.Seeds), r.Repeat.Runs)
+		}
+		row := []string{r.Variant, runs}
+		for _, c := range cols {
+			row = append(row, r.Repeat.MeanCI(c.name))
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func repeatSection(res *Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Repetitions (%d runs per scheme)\n\n%s\n\n", res.Repeat, repeatIntro(res))
+	for i, row := range repeatTable(res) {
+		cells := make([]string, len(row))
+		for j, c := range row {
+			cells[j] = mdCell(c)
+		}
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
+		if i == 0 {
+			fmt.Fprintf(&b, "|%s\n", strings.Repeat("---|", len(row)))
+		}
+	}
 	return b.String()
 }

@@ -97,6 +97,9 @@ type Options struct {
 	Traffic *Traffic
 	// Source names the topology file in the generated files' header.
 	Source string
+	// Seed is the run's seed: every node's configuration gets a seed derived from it (topology.RunSeed); 0 = none
+	// (the nodes seed from the clock), as in the committed example lab.
+	Seed int64
 }
 
 // Bundle is a generated compose lab: the compose file and the files of its configuration directory.
@@ -145,7 +148,8 @@ func Generate(t *topology.Topology, o Options) (*Bundle, error) {
 		return nil, err
 	}
 	l.Files["topology.yaml"] = append([]byte(header(o, "The lab topology laid out for containers")), tb...)
-	opts := []topology.NodeOption{topology.InRunDir(MountData), topology.TopologyFile(MountConfig + "/topology.yaml")}
+	opts := []topology.NodeOption{topology.InRunDir(MountData), topology.TopologyFile(MountConfig + "/topology.yaml"),
+		topology.RunSeed(o.Seed)}
 	for _, n := range ct.Nodes() {
 		nc, err := ct.NodeConfig(n.Name, opts...)
 		if err != nil {

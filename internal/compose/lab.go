@@ -41,6 +41,8 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// GracePeriod is the wait between SIGTERM and SIGKILL of a graceful stop (default 5s).
 	GracePeriod time.Duration
+	// Seed is the run's seed, from which every node's seed is derived (Options.Seed).
+	Seed int64
 	// NoCapture turns off the packet capture of the lab networks (<run-dir>/capture.pcap, with dumpcap).
 	NoCapture bool
 }
@@ -205,7 +207,7 @@ func (l *Lab) Up(ctx context.Context) error {
 			return fmt.Errorf("compose lab: %w", err)
 		}
 		b, err := Generate(l.cfg.Topology, Options{Subnet: subnet, Image: l.cfg.Image, ConfigDir: ".",
-			DataDir: l.cfg.RunDir, User: user, Bridge: l.bridge, Source: "the scenario's topology"})
+			DataDir: l.cfg.RunDir, User: user, Bridge: l.bridge, Source: "the scenario's topology", Seed: l.cfg.Seed})
 		if err != nil {
 			return fmt.Errorf("compose lab: %w", err)
 		}

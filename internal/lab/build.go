@@ -54,7 +54,7 @@ func (l *Lab) Prepare() error {
 	}
 	dir := filepath.Join(l.cfg.RunDir, "config")
 	opt := topology.InRunDir(l.cfg.RunDir)
-	if err := t.WriteNodeConfigs(dir, opt); err != nil {
+	if err := t.WriteNodeConfigs(dir, opt, topology.RunSeed(l.cfg.Seed)); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
 	for _, n := range l.nodes {

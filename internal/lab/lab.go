@@ -64,6 +64,9 @@ type Config struct {
 	NetnsSubnet netip.Prefix
 	// NetnsRecordDir holds the ownership records of namespace networks (default /run/imslab).
 	NetnsRecordDir string
+	// Seed is the run's seed: every node's configuration gets a seed derived from it and the node's name
+	// (topology.RunSeed), so the nodes' random choices repeat with the seed; 0 = the nodes seed from the clock.
+	Seed int64
 }
 
 // Validate checks the configuration and names the bad field.

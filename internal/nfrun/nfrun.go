@@ -70,9 +70,13 @@ func Setup(cfg *topology.NodeConfig) (*Stack, error) {
 	ep.Trace(tracer)
 	ep.Overload = NewOverload(cfg)
 	res := pool.NewDNSResolver(cfg.DNSServer)
+	if cfg.Seed == 0 { // a node started by hand: the lab and compose always give one (topology.RunSeed)
+		cfg.Seed = uint64(time.Now().UnixNano()) | 1
+	}
 	hc := pool.HealthConfig{Interval: cfg.Probing.Interval, Timeout: cfg.Probing.Timeout,
 		FailuresToDown: cfg.Probing.FailuresToDown, SuccessesToUp: cfg.Probing.SuccessesToUp}
-	health, err := pool.NewHealth(hc, pool.NewSIPProber(ep.Client, cfg.FQDN), pool.WithLogger(log), pool.WithEvents(rec))
+	health, err := pool.NewHealth(hc, pool.NewSIPProber(ep.Client, cfg.FQDN), pool.WithLogger(log), pool.WithEvents(rec),
+		pool.WithSeed(cfg.Seed))
 	if err != nil {
 		rec.Close()
 		return nil, fmt.Errorf("probing: %w", err)
@@ -100,7 +104,7 @@ func (s *Stack) Forward() sipx.ForwarderConfig {
 	if invite <= 0 {
 		invite = base
 	}
-	return sipx.ForwarderConfig{NoAnswer: time.Duration(float64(base) * factor), InviteNoAnswer: invite}
+	return sipx.ForwarderConfig{NoAnswer: time.Duration(float64(base) * factor), InviteNoAnswer: invite, Seed: s.Cfg.Seed}
 }
 
 // Replication returns the member-to-member replication of the node's pool (pool-sync, active-standby), nil

@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,6 +123,7 @@ type Health struct {
 	log    *slog.Logger
 	rec    *obs.Recorder
 	clock  Clock
+	seed   uint64 // probe phases (WithSeed); 0: no phase, the first probe at once
 
 	mu      sync.Mutex
 	peers   map[string]*peer
@@ -158,6 +161,12 @@ func WithLogger(l *slog.Logger) HealthOption {
 // WithEvents sets the recorder that receives a peer_state event per state change.
 func WithEvents(r *obs.Recorder) HealthOption { return func(h *Health) { h.rec = r } }
 
+// WithSeed sets the seed of the probe phases (the node's seed): each peer's first probe waits a random time,
+// uniform in [0, Interval), drawn from the seed and the peer's name, so probing is not in phase with the lab's
+// start, nor therefore with a fault at a fixed offset. 0 (or no WithSeed): no phase, a peer is probed as soon as
+// it is watched.
+func WithSeed(seed uint64) HealthOption { return func(h *Health) { h.seed = seed } }
+
 // WithClock sets the clock that paces probes and stamps state changes (tests). Probe timeouts use the system
 // clock, through the context given to the Prober.
 func WithClock(c Clock) HealthOption {
@@ -192,7 +201,8 @@ func NewHealth(cfg HealthConfig, prober Prober, opts ...HealthOption) (*Health, 
 // Config returns the configuration in use, defaults applied.
 func (h *Health) Config() HealthConfig { return h.cfg }
 
-// Run probes every watched peer, each in its own loop: a probe when the peer is first watched, then one every
+// Run probes every watched peer, each in its own loop: a probe when the peer is first watched (after its phase,
+// WithSeed), then one every
 // Interval (measured from the start of the previous probe; probes of one peer never overlap, so a Timeout longer
 // than Interval stretches the period). A dead peer is thus down within Interval×FailuresToDown+Timeout. Peers
 // watched while Run runs start at once. Run blocks until ctx is done, waits for the probe loops and returns nil;
@@ -353,7 +363,33 @@ func (h *Health) startLocked(p *peer) {
 	}
 	p.probing = true
 	h.wg.Add(1)
-	go h.probeLoop(h.runCtx, p)
+	go h.probeLoop(h.runCtx, p, h.phase(p))
+}
+
+// phase is the delay of a peer's first probe: uniform in [0, Interval), from the seed and the peer's name (its
+// address when the name is not known; addresses may differ between runs, names do not).
+func (h *Health) phase(p *peer) time.Duration {
+	if h.seed == 0 {
+		return 0
+	}
+	key := p.name
+	if key == "" {
+		key = p.addr
+	}
+	return ProbePhase(h.seed, key, h.cfg.Interval)
+}
+
+// ProbePhase returns the phase of the probing of the named peer by a node with the given seed: uniform in
+// [0, interval), a pure function of its arguments.
+func ProbePhase(seed uint64, peer string, interval time.Duration) time.Duration {
+	if interval <= 0 {
+		return 0
+	}
+	f := fnv.New64a()
+	f.Write([]byte(strings.TrimSuffix(strings.ToLower(peer), ".")))
+	k := f.Sum64()
+	r := rand.New(rand.NewPCG(seed^k, k^0x9e3779b97f4a7c15))
+	return time.Duration(r.Int64N(int64(interval)))
 }
 
 // expireLocked ends a passive down state whose DownHold has passed (probing disabled only).
@@ -363,13 +399,22 @@ func (h *Health) expireLocked(p *peer, now time.Time) {
 	}
 }
 
-func (h *Health) probeLoop(ctx context.Context, p *peer) {
+func (h *Health) probeLoop(ctx context.Context, p *peer, phase time.Duration) {
 	defer h.wg.Done()
 	defer func() {
 		h.mu.Lock()
 		p.probing = false
 		h.mu.Unlock()
 	}()
+	if phase > 0 {
+		timer := h.clock.NewTimer(phase)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C():
+		}
+	}
 	for {
 		h.mu.Lock()
 		t := Target{Name: p.name, Addr: p.addr} // the name may have been learnt since

@@ -37,6 +37,10 @@ type scenarioFault struct {
 	AtS    float64  `json:"at_s"`
 	ForS   float64  `json:"for_s"`
 	Nodes  []string `json:"nodes"` // the nodes of a pool or site target (absent: the target itself)
+	// A randomised fault (scenario jitter, random:<pool>): what the file planned; Target and AtS are the draw.
+	PlannedTarget string   `json:"planned_target"`
+	PlannedAtS    *float64 `json:"planned_at_s"`
+	JitterS       float64  `json:"jitter_s"`
 }
 
 // record is one line of records.jsonl (internal/ue.Record; only the fields the report uses).

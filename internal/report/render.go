@@ -138,7 +138,13 @@ func whatRan(r *run, s *Summary) []kpiRow {
 		if f.ForS > 0 {
 			v += fmt.Sprintf(" for %.1f s", f.ForS)
 		}
-		v += fmt.Sprintf(" (scheduled %.1f s; %d users affected)", f.AtS, f.AffectedUsers)
+		v += fmt.Sprintf(" (scheduled %.3f s; %d users affected)", f.AtS, f.AffectedUsers)
+		if f.PlannedTarget != "" {
+			v += "; victim drawn from " + f.PlannedTarget
+		}
+		if f.JitterS > 0 && f.PlannedAtS != nil {
+			v += fmt.Sprintf("; instant drawn from [%.1f, %.1f) s", *f.PlannedAtS, *f.PlannedAtS+f.JitterS)
+		}
 		if len(f.Nodes) > 0 {
 			v += "; nodes " + strings.Join(f.Nodes, ", ")
 		}

@@ -68,6 +68,11 @@ type Fault struct {
 	TimeToDetectS map[string]float64 `json:"time_to_detect_s"`
 	// Nodes are the nodes of a pool or site target (absent for a node target).
 	Nodes []string `json:"nodes,omitempty"`
+	// PlannedTarget, PlannedAtS and JitterS are set for a randomised fault (docs/scenarios.md): the target and
+	// instant as the scenario planned them (random:pcscf; at), Target and AtS being the ones drawn from the seed.
+	PlannedTarget string   `json:"planned_target,omitempty"`
+	PlannedAtS    *float64 `json:"planned_at_s,omitempty"`
+	JitterS       float64  `json:"jitter_s,omitempty"`
 	// HealS is the offset of the lab's fault_heal event of this fault (the kinds that record one; absent when
 	// it was not healed or the kind records none).
 	HealS *float64 `json:"heal_s,omitempty"`

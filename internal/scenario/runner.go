@@ -120,7 +120,7 @@ type phoneNet struct {
 }
 
 // newLab prepares the run's lab and returns it with the phones' network (known after Up).
-func (r *runner) newLab(topo *topology.Topology) (labBackend, func() phoneNet, error) {
+func (r *runner) newLab(topo *topology.Topology, seed int64) (labBackend, func() phoneNet, error) {
 	if r.cfg.Backend == BackendCompose {
 		repo := r.cfg.RepoDir
 		if repo == "" {
@@ -129,7 +129,7 @@ func (r *runner) newLab(topo *topology.Topology) (labBackend, func() phoneNet, e
 			}
 		}
 		l, err := compose.New(compose.Config{Topology: topo, RunDir: r.cfg.RunDir, RepoDir: repo, Image: r.cfg.Image,
-			Build: r.cfg.BuildImage, ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod},
+			Build: r.cfg.BuildImage, ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod, Seed: seed},
 			compose.WithLogger(r.log))
 		if err != nil {
 			return nil, nil, err
@@ -140,7 +140,7 @@ func (r *runner) newLab(topo *topology.Topology) (labBackend, func() phoneNet, e
 		}, nil
 	}
 	l, err := lab.New(lab.Config{Topology: topo, RunDir: r.cfg.RunDir, RepoDir: r.cfg.RepoDir, BinDir: r.cfg.BinDir,
-		ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod, Netns: r.cfg.Netns}, lab.WithLogger(r.log))
+		ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod, Netns: r.cfg.Netns, Seed: seed}, lab.WithLogger(r.log))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -230,7 +230,10 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 		seed = rand.Int64()
 	}
 	topo := sc.Topology // a copy: the lab must not share the scenario's maps
-	l, phoneNetOf, err := r.newLab(&topo)
+	// The faults' random instants and victims (jitter, random:<pool>) are drawn here, from the seed.
+	sc = sc.Resolve(seed)
+	r.sc = sc
+	l, phoneNetOf, err := r.newLab(&topo, seed)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
@@ -255,6 +258,15 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 	}
 	labDown := sync.OnceValue(l.Down)
 	defer labDown()
+	if rec, ok := l.(EventRecorder); ok {
+		for i, f := range sc.Faults {
+			if f.drawn { // the draw, in the lab's events beside the fault itself
+				rec.Event("fault_drawn", map[string]any{"index": i, "fault": f.Kind, "target": f.Target,
+					"planned_target": f.PlannedTarget, "at_s": f.At.Seconds(), "planned_at_s": f.PlannedAt.Seconds(),
+					"jitter_s": f.Jitter.Seconds(), "seed": seed})
+			}
+		}
+	}
 
 	// Phones run until stopPhones, not until ctx: on Ctrl-C they still end their calls and de-register.
 	phonesCtx, stopPhones := context.WithCancel(context.WithoutCancel(ctx))
@@ -595,6 +607,11 @@ type faultJSON struct {
 	Mode       string   `json:"mode,omitempty"`
 	PeriodS    float64  `json:"period_s,omitempty"`
 	CPUPercent int      `json:"cpu_percent,omitempty"`
+	// A randomised fault: the planned target (random:pcscf) and instant, and the jitter; target and at_s are the
+	// drawn ones.
+	PlannedTarget string   `json:"planned_target,omitempty"`
+	PlannedAtS    *float64 `json:"planned_at_s,omitempty"`
+	JitterS       float64  `json:"jitter_s,omitempty"`
 }
 
 type trafficJSON struct {
@@ -647,6 +664,10 @@ func (r *runner) writeScenarioJSON(runDir string, seed int64, t0, end time.Time)
 			PeriodS: f.Period.Seconds(), CPUPercent: f.CPUPercent}
 		if nodes := f.targetNodes(); len(nodes) != 1 || nodes[0] != f.Target {
 			fj.Nodes = nodes
+		}
+		if f.drawn {
+			at := f.PlannedAt.Seconds()
+			fj.PlannedTarget, fj.PlannedAtS, fj.JitterS = f.PlannedTarget, &at, f.Jitter.Seconds()
 		}
 		j.Faults = append(j.Faults, fj)
 	}

@@ -31,7 +31,8 @@ type Scenario struct {
 	Name string `yaml:"name"`
 	// Description says in a sentence or two what happens and what must hold.
 	Description string `yaml:"description"`
-	// Seed drives every random choice of the phones (0 = a new seed for every run, printed).
+	// Seed is the run's seed: every random choice of the run (phones, nodes, fault instants and victims) is drawn
+	// from it (0 = a new seed for every run, printed; docs/scenarios.md, "Seeds").
 	Seed int64 `yaml:"seed"`
 	// Duration is how long traffic runs, from the run's time zero (t0, when every phone has registered).
 	Duration time.Duration `yaml:"duration"`
@@ -149,6 +150,18 @@ type Fault struct {
 	// Delay and DelayJitter are delay's one-way added delay and its uniform variation (± DelayJitter).
 	Delay       time.Duration `yaml:"delay,omitempty"`
 	DelayJitter time.Duration `yaml:"delay_jitter,omitempty"`
+
+	// Randomised faults (docs/scenarios.md, "Random instants and victims"): drawn from the run's seed when the
+	// run starts (Scenario.Resolve), so a run repeated with its seed hits the same node at the same instant.
+
+	// Jitter randomises the instant: the fault is injected at a time uniform in [At, At+Jitter).
+	Jitter time.Duration `yaml:"jitter,omitempty"`
+	// PlannedTarget and PlannedAt are the target and instant as the file gives them (random:pcscf, 20s) once
+	// Resolve has replaced Target and At by the drawn ones ("" and 0 before, or when nothing was drawn).
+	PlannedTarget string        `yaml:"-"`
+	PlannedAt     time.Duration `yaml:"-"`
+	drawn         bool          // Resolve has drawn Target and At
+
 	// PeerNodes are the nodes Peers names, resolved by Scenario.Validate.
 	PeerNodes []string `yaml:"-"`
 	// Nodes are the nodes Target names, resolved by Scenario.Validate (empty: Target alone).
@@ -166,6 +179,20 @@ func (f Fault) targetNodes() []string {
 // String describes the fault in a few words: "kill pcscf1 at 20s for 10s".
 func (f Fault) String() string {
 	s := fmt.Sprintf("%s %s at %s", f.Kind, f.Target, f.At)
+	switch {
+	case f.drawn:
+		plan := f.PlannedTarget
+		if plan == "" {
+			plan = f.Target
+		}
+		s += fmt.Sprintf(" (drawn from %s at %s", plan, f.PlannedAt)
+		if f.Jitter > 0 {
+			s += " + up to " + f.Jitter.String()
+		}
+		s += ")"
+	case f.Jitter > 0:
+		s += " + up to " + f.Jitter.String()
+	}
 	if f.For > 0 {
 		s += " for " + f.For.String()
 	}
@@ -370,7 +397,21 @@ func (s *Scenario) validateFaults(v *validator) {
 			f.Target = defaultTarget(f.Kind, &s.Topology)
 		}
 		f.Nodes = nil
-		if f.Target == "" {
+		var spanNodes []string // the nodes the fault may act on (a random target: every member of its pool)
+		if pool, isRandom := strings.CutPrefix(f.Target, RandomTargetPrefix); isRandom {
+			if members, bad := randomMembers(pool, &s.Topology); bad != "" {
+				v.add(field+".target", "%s", bad)
+			} else {
+				spanNodes = members
+				if ok && k.check != nil { // every member is of the same kind: check the first
+					g := *f
+					g.Target = members[0]
+					if bad, msg := k.check(g, members[:1], &s.Topology); bad != "" {
+						v.add(field+"."+bad, "%s", msg)
+					}
+				}
+			}
+		} else if f.Target == "" {
 			v.add(field+".target", "missing")
 		} else if nodes, found := s.Topology.Target(f.Target); !found {
 			v.add(field+".target", "%q is not a node of the topology, a pool or a site (%s)", f.Target,
@@ -388,6 +429,11 @@ func (s *Scenario) validateFaults(v *validator) {
 			v.add(field+".at", "must not be negative, is %s", f.At)
 		case s.Duration > 0 && f.At >= s.Duration:
 			v.add(field+".at", "%s is not before the end of the run (duration %s)", f.At, s.Duration)
+		case f.Jitter < 0:
+			v.add(field+".jitter", "must not be negative, is %s", f.Jitter)
+		case s.Duration > 0 && f.At+f.Jitter > s.Duration:
+			v.add(field+".jitter", "the fault could be injected as late as %s, after the end of the run (duration %s)",
+				f.At+f.Jitter, s.Duration)
 		}
 		lasts := ok && (k.Fix != nil || k.Run != nil)
 		switch {
@@ -397,18 +443,21 @@ func (s *Scenario) validateFaults(v *validator) {
 			v.add(field+".for", "a %s fault has no duration (it is over once done); remove for", f.Kind)
 		case f.For == 0 && ok && (f.Kind == "failback" || f.Kind == "flap"):
 			v.add(field+".for", "missing: a %s fault needs for (when the member comes back for good)", f.Kind)
-		case f.For > 0 && s.Duration > 0 && f.At+f.For > s.Duration:
-			v.add(field+".for", "the fault would end at %s, after the end of the run (duration %s); omit for to "+
-				"leave it in place until the end", f.At+f.For, s.Duration)
+		case f.For > 0 && s.Duration > 0 && f.At+f.Jitter+f.For > s.Duration:
+			v.add(field+".for", "the fault would end at %s (at the latest), after the end of the run (duration %s); omit for to "+
+				"leave it in place until the end", f.At+f.Jitter+f.For, s.Duration)
 		}
 		end := s.Duration
 		if f.For > 0 {
-			end = f.At + f.For
+			end = f.At + f.Jitter + f.For
 		}
 		if ok && !lasts {
-			end = f.At
+			end = f.At + f.Jitter
 		}
-		for _, n := range f.targetNodes() {
+		if spanNodes == nil {
+			spanNodes = f.targetNodes()
+		}
+		for _, n := range spanNodes {
 			byNode[n] = append(byNode[n], span{f.At, end, i})
 		}
 	}

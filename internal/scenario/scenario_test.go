@@ -178,6 +178,18 @@ topology:
 			"expectations[0].value_of: give value or value_of, not both"),
 		Entry("expectation with a bad op", minimal+"expectations:\n  - {metric: a, op: \"=\", value: 1}\n",
 			`expectations[0].op: "=" is not one of`),
+		Entry("negative jitter", minimal+"faults:\n  - {kind: kill, target: pcscf1, at: 5s, jitter: -1s}\n",
+			"line 6: faults[0].jitter: must not be negative, is -1s"),
+		Entry("jitter past the end", minimal+"faults:\n  - {kind: kill, target: pcscf1, at: 25s, jitter: 10s}\n",
+			"faults[0].jitter: the fault could be injected as late as 35s, after the end of the run (duration 30s)"),
+		Entry("jitter and for past the end", minimal+"faults:\n  - {kind: pause, target: pcscf1, at: 20s, jitter: 5s, for: 8s}\n",
+			"faults[0].for: the fault would end at 33s (at the latest)"),
+		Entry("random target of no pool", minimal+"faults:\n  - {kind: kill, target: \"random:icscf\", at: 5s}\n",
+			`line 6: faults[0].target: "random:icscf": a random target names a pool (random:pcscf, random:scscf)`),
+		Entry("random target for a site fault", minimal+"faults:\n  - {kind: site-down, target: \"random:pcscf\", at: 5s}\n",
+			`faults[0].target: "pcscf1": a site-down fault names a site`),
+		Entry("random member overlapping a node fault", minimal+"faults:\n  - {kind: kill, target: pcscf2, at: 5s}\n  - {kind: pause, target: \"random:pcscf\", at: 10s}\n",
+			"faults[1].at: 10s overlaps faults[0] on pcscf2"),
 		Entry("empty file", "", "scenario: empty file"),
 	)
 

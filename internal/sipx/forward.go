@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
@@ -41,6 +42,8 @@ type ForwarderConfig struct {
 	// target, but only a missing answer or a transport error marks the peer down, so a P-CSCF answering 504
 	// because the S-CSCFs behind it are gone is not itself taken for dead).
 	DownOn5xx bool `yaml:"down_on_5xx"`
+	// Seed seeds the target order (the node's seed, topology.NodeConfig.Seed); 0 = from the clock.
+	Seed uint64 `yaml:"-"`
 }
 
 func (c *ForwarderConfig) defaults() {
@@ -63,8 +66,9 @@ type Forwarder struct {
 	log    *slog.Logger
 	cfg    ForwarderConfig
 
-	mu  sync.Mutex
-	rnd *rand.Rand
+	seed uint64
+	mu   sync.Mutex
+	rnd  *rand.Rand
 }
 
 // NewForwarder builds a forwarder. health may be nil (every target is then up).
@@ -73,7 +77,31 @@ func NewForwarder(ep *Endpoint, res pool.Resolver, health *pool.Health, cfg Forw
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Forwarder{ep: ep, res: res, health: health, rec: rec, log: log, cfg: cfg, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return &Forwarder{ep: ep, res: res, health: health, rec: rec, log: log, cfg: cfg, seed: seed,
+		rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// requestRand returns the random source of one request's target walk: derived from the forwarder's seed and the
+// request's From and To users, method and CSeq number, so the choice for a request does not depend on the order
+// in which concurrent requests reach the node (a user's first REGISTER lands on the same member in every run
+// with the same seed, whatever the other phones do).
+func (f *Forwarder) requestRand(req *sip.Request) *rand.Rand {
+	h := fnv.New64a()
+	if from := req.From(); from != nil {
+		h.Write([]byte(from.Address.User))
+		h.Write([]byte{0})
+	}
+	if to := req.To(); to != nil {
+		h.Write([]byte(to.Address.User))
+		h.Write([]byte{0})
+	}
+	h.Write([]byte(req.Method))
+	if cs := req.CSeq(); cs != nil {
+		h.Write([]byte{0})
+		h.Write([]byte(strconv.FormatUint(uint64(cs.SeqNo), 10)))
+	}
+	k := h.Sum64()
+	return rand.New(rand.NewPCG(f.seed^k, k^0x9e3779b97f4a7c15))
 }
 
 // Outcome is what a forward produced.
@@ -131,6 +159,11 @@ func WithExclude(addrs map[string]bool) ForwardOption {
 
 // Targets resolves a hop to its targets in try order, known-down ones removed.
 func (f *Forwarder) Targets(ctx context.Context, hop Hop, tried map[string]bool) ([]pool.Target, error) {
+	return f.targets(ctx, hop, tried, nil)
+}
+
+// targets is Targets with the random source of one request (nil: the forwarder's shared one).
+func (f *Forwarder) targets(ctx context.Context, hop Hop, tried map[string]bool, rnd *rand.Rand) ([]pool.Target, error) {
 	var all []pool.Target
 	switch {
 	case hop.SRV != "":
@@ -168,10 +201,13 @@ func (f *Forwarder) Targets(ctx context.Context, hop Hop, tried map[string]bool)
 	default:
 		return nil, errors.New("sipx: empty hop")
 	}
-	if f.health == nil {
+	if rnd == nil {
 		f.mu.Lock()
-		out := pool.Order(all, f.rnd)
-		f.mu.Unlock()
+		defer f.mu.Unlock()
+		rnd = f.rnd
+	}
+	if f.health == nil {
+		out := pool.Order(all, rnd)
 		var keep []pool.Target
 		for _, t := range out {
 			if !tried[t.Addr] {
@@ -180,9 +216,7 @@ func (f *Forwarder) Targets(ctx context.Context, hop Hop, tried map[string]bool)
 		}
 		return keep, nil
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.health.Candidates(all, f.rnd, tried), nil
+	return f.health.Candidates(all, rnd, tried), nil
 }
 
 // Forward sends req to hop and waits for a final response, relaying provisional responses (except 100) to stx
@@ -213,8 +247,9 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 	}
 
 	var out Outcome
+	rnd := f.requestRand(req)
 	for out.Attempts < f.cfg.MaxAttempts {
-		targets, err := f.Targets(ctx, hop, tried)
+		targets, err := f.targets(ctx, hop, tried, rnd)
 		if err != nil {
 			out.Err = err
 			return out

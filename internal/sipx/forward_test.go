@@ -2,8 +2,10 @@ package sipx_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,6 +92,54 @@ func message() *sip.Request {
 }
 
 var _ = Describe("Forwarder", Label("integration"), func() {
+	It("picks a pool member per request from its seed and the request, whatever came before", SpecTimeout(60*time.Second), func(sctx SpecContext) {
+		peers := []*peer{startPeer(200), startPeer(200), startPeer(200)}
+		var ts []pool.Target
+		for i, p := range peers {
+			ts = append(ts, pool.Target{Name: fmt.Sprintf("pcscf%d.ims.test", i+1), Addr: p.addr, Priority: 1, Weight: 10})
+		}
+		res := pool.NewStaticResolver().SetSRV("_sip._udp.pcscf.ims.test", ts...)
+		from := func(user string) *sip.Request {
+			req := message()
+			req.From().Address.User = user
+			return req
+		}
+		picks := func(seed uint64, warmup int, users []string) map[string]string {
+			log := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
+			ep, err := sipx.NewEndpoint("proxy.test", "127.0.0.1:0", log)
+			Expect(err).NotTo(HaveOccurred())
+			ctx, cancel := context.WithCancel(context.Background())
+			DeferCleanup(cancel)
+			go func() { _ = ep.Serve(ctx) }()
+			Eventually(ep.Listening()).Should(BeClosed())
+			f := sipx.NewForwarder(ep, res, nil, sipx.ForwarderConfig{NoAnswer: time.Second}, nil, log, seed)
+			for i := range warmup { // other requests first: they must not shift the later choices
+				f.Forward(sctx, nil, from(fmt.Sprintf("other%d", i)), sipx.SRVHop("pcscf.ims.test"))
+			}
+			out := map[string]string{}
+			for _, u := range users {
+				o := f.Forward(sctx, nil, from(u), sipx.SRVHop("pcscf.ims.test"))
+				Expect(o.Succeeded()).To(BeTrue(), "%v", o.Err)
+				out[u] = o.Target.Name
+			}
+			return out
+		}
+		var users []string
+		for i := range 24 {
+			users = append(users, fmt.Sprintf("user%04d", i+1))
+		}
+		a := picks(42, 0, users)
+		reversed := slices.Clone(users)
+		slices.Reverse(reversed)
+		Expect(picks(42, 5, reversed)).To(Equal(a), "same seed: same member per user, in any order")
+		members := map[string]int{}
+		for _, m := range a {
+			members[m]++
+		}
+		Expect(members).To(HaveLen(3), "the users are spread over the pool: %v", members)
+		Expect(picks(43, 0, users)).NotTo(Equal(a), "another seed, other choices")
+	})
+
 	It("walks priorities, skips a dead target and a 503, and marks the silent one down", SpecTimeout(20*time.Second), func(sctx SpecContext) {
 		dead := deadAddr()
 		busy := startPeer(503)

@@ -303,7 +303,7 @@ type Deps struct {
 	Log    *slog.Logger
 	// Trust maps source addresses to roles (nil: every sender is untrusted).
 	Trust *Trust
-	// Seed seeds the forwarder's target choice (0: from the clock).
+	// Seed seeds the forwarder's target choice (0: the ForwarderConfig's Seed, and when that is 0 too, the clock).
 	Seed uint64
 }
 
@@ -313,6 +313,9 @@ func NewProxy(d Deps, fwd ForwarderConfig, self ...string) *Proxy {
 		d.Log = slog.Default()
 	}
 	seed := d.Seed
+	if seed == 0 {
+		seed = fwd.Seed
+	}
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}

@@ -2,8 +2,10 @@ package topology
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"os"
@@ -45,6 +47,9 @@ type NodeConfig struct {
 	// Overload is the node's overload control (the topology's).
 	Overload Overload `yaml:"overload,omitempty"`
 	Log      Log      `yaml:"log"`
+	// Seed seeds every random choice of the node (its forwarder's target order, its probers' phases), derived
+	// from the run's seed and the node's name (NodeSeed); 0 = a seed from the clock (a node started by hand).
+	Seed uint64 `yaml:"seed,omitempty"`
 
 	// Peers names what the node resolves to reach the others.
 	Peers Peers `yaml:"peers,omitempty"`
@@ -105,6 +110,24 @@ type NodeOption func(*nodeOpts)
 type nodeOpts struct {
 	runDir       string
 	topologyFile string
+	seed         int64
+}
+
+// RunSeed gives every node a seed derived from the run's seed and its name (NodeSeed), so a run repeated with
+// the same seed makes the same random choices (0: no seed, the nodes pick one from the clock).
+func RunSeed(seed int64) NodeOption { return func(o *nodeOpts) { o.seed = seed } }
+
+// NodeSeed derives a node's seed from the run's seed and the node's name: FNV-1a (64 bit) of both, never 0.
+func NodeSeed(runSeed int64, name string) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(runSeed))
+	h.Write(b[:])
+	h.Write([]byte(name))
+	if s := h.Sum64(); s != 0 {
+		return s
+	}
+	return 1
 }
 
 // InRunDir places every node's files under one run directory: events in <dir>/events/<node>.jsonl, the HSS
@@ -131,6 +154,9 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 		Name: n.Name, Kind: n.Kind, Domain: t.Domain, FQDN: n.FQDN, Listen: n.Listen(), DNSServer: t.DNS.Listen,
 		Timers: mergeTimers(t.Timers, ov.Timers), Probing: mergeProbing(t.Probing, ov.Probing),
 		Registration: t.Registration, Log: mergeLog(t.Log, ov.Log), Overload: t.Overload,
+	}
+	if o.seed != 0 {
+		c.Seed = NodeSeed(o.seed, n.Name)
 	}
 	if o.runDir != "" {
 		c.EventsFile = filepath.Join(o.runDir, "events", n.Name+".jsonl")

@@ -74,6 +74,21 @@ var _ = Describe("NodeConfig", Label("unit"), func() {
 		Expect(d.HSS).To(BeNil())
 	})
 
+	It("derives every node's seed from the run's seed and the node's name", func() {
+		Expect(get("bac").Seed).To(BeZero(), "no run seed: the node seeds itself")
+		a, b := get("pcscf1", topology.RunSeed(42)), get("pcscf2", topology.RunSeed(42))
+		Expect(a.Seed).NotTo(BeZero())
+		Expect(a.Seed).To(Equal(topology.NodeSeed(42, "pcscf1")))
+		Expect(a.Seed).To(Equal(get("pcscf1", topology.RunSeed(42)).Seed), "same run seed, same node seed")
+		Expect(b.Seed).NotTo(Equal(a.Seed), "each node its own")
+		Expect(get("pcscf1", topology.RunSeed(43)).Seed).NotTo(Equal(a.Seed), "another run seed, another node seed")
+		y, err := a.Marshal()
+		Expect(err).NotTo(HaveOccurred())
+		back, err := topology.ParseNodeConfig(y)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(back.Seed).To(Equal(a.Seed), "the seed survives the YAML file")
+	})
+
 	It("puts files under a run directory", func() {
 		h := get("hss", topology.InRunDir("/runs/x"))
 		Expect(h.EventsFile).To(Equal("/runs/x/events/hss.jsonl"))

@@ -1,0 +1,63 @@
+package scenario_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/imslab/quasipool/internal/scenario"
+)
+
+var _ = Describe("randomised faults", Label("unit"), func() {
+	const doc = minimal + `faults:
+  - {kind: kill, target: "random:pcscf", at: 20s, jitter: 1s}
+  - {kind: pause, target: scscf1, at: 5s, for: 2s}
+`
+	parse := func() *scenario.Scenario {
+		s, err := scenario.Parse([]byte(doc))
+		Expect(err).NotTo(HaveOccurred())
+		return s
+	}
+
+	It("draws the instant in [at, at+jitter) and a member of the pool from the seed, the same for the same seed", func() {
+		s := parse()
+		Expect(s.Faults[0].Nodes).To(BeEmpty(), "nothing is drawn before the run")
+		victims := map[string]int{}
+		var earliest, latest time.Duration = time.Hour, 0
+		for seed := int64(1); seed <= 300; seed++ {
+			r := s.Resolve(seed)
+			f := r.Faults[0]
+			Expect(f.At).To(And(BeNumerically(">=", 20*time.Second), BeNumerically("<", 21*time.Second)))
+			Expect(f.At % time.Millisecond).To(BeZero())
+			Expect(f.Target).To(BeElementOf("pcscf1", "pcscf2", "pcscf3"))
+			Expect(f.Nodes).To(Equal([]string{f.Target}))
+			Expect(f.PlannedTarget).To(Equal("random:pcscf"))
+			Expect(f.PlannedAt).To(Equal(20 * time.Second))
+			Expect(f.String()).To(HavePrefix("kill " + f.Target + " at "))
+			Expect(f.String()).To(ContainSubstring("(drawn from random:pcscf at 20s + up to 1s)"))
+			again := s.Resolve(seed).Faults[0]
+			Expect(again.Target).To(Equal(f.Target))
+			Expect(again.At).To(Equal(f.At))
+			Expect(r.Faults[1]).To(Equal(s.Faults[1]), "a fault without jitter or random target is left alone")
+			victims[f.Target]++
+			earliest, latest = min(earliest, f.At), max(latest, f.At)
+		}
+		Expect(s.Faults[0].Target).To(Equal("random:pcscf"), "the scenario itself is not changed")
+		for _, n := range []string{"pcscf1", "pcscf2", "pcscf3"} {
+			Expect(victims[n]).To(BeNumerically("~", 100, 35), "each member about a third of 300 seeds: %v", victims)
+		}
+		Expect(earliest).To(BeNumerically("<", 20*time.Second+50*time.Millisecond))
+		Expect(latest).To(BeNumerically(">", 21*time.Second-50*time.Millisecond))
+	})
+
+	It("draws the same fault whatever the pools' scheme (a comparison hits the same victim in every scheme)", func() {
+		s := parse()
+		other := *s
+		other.Topology.Pools.PCSCF.Scheme = "load-sharing"
+		for seed := int64(1); seed <= 20; seed++ {
+			Expect(other.Resolve(seed).Faults[0].Target).To(Equal(s.Resolve(seed).Faults[0].Target))
+			Expect(other.Resolve(seed).Faults[0].At).To(Equal(s.Resolve(seed).Faults[0].At))
+		}
+	})
+})

@@ -1,0 +1,158 @@
+// Package stats summarises a measurement repeated over several runs: median, mean, a 95 % confidence interval by
+// bootstrap over runs, min/max and, with enough values, the 95th percentile (docs/compare.md, "Repetitions").
+//
+// The unit of repetition is the run. A metric may have one value per run (the time to detect a fault, the share
+// of users taken over) or one value per user in every run (each affected user's interruption); the users of one
+// run share its fault instant, its probe phases and its load, so they are not independent draws, and the
+// confidence interval resamples whole runs (a cluster bootstrap), never single users.
+package stats
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"gonum.org/v1/gonum/stat"
+)
+
+// Bootstrap settings.
+const (
+	// Resamples is the number of bootstrap resamples of the runs.
+	Resamples = 2000
+	// Level is the confidence level of the intervals.
+	Level = 0.95
+	// MinForP95 is the number of values from which the 95th percentile is given: below it the p95 of a sample is
+	// its maximum or next to it, and says nothing the max does not.
+	MinForP95 = 20
+)
+
+// Summary is one metric over the runs of a repetition.
+type Summary struct {
+	// Runs is the number of runs with at least one value; Values the number of values (users, for a per-user
+	// metric; equal to Runs for a per-run one).
+	Runs   int `json:"n_runs"`
+	Values int `json:"n_values"`
+	// Median and Mean of all values (a per-user metric pools the users of every run).
+	Median float64 `json:"median"`
+	Mean   float64 `json:"mean"`
+	// MeanCI and MedianCI are the 95 % percentile-bootstrap intervals of the mean and the median, resampling
+	// whole runs; absent with fewer than two runs.
+	MeanCI   *Interval `json:"mean_ci95,omitempty"`
+	MedianCI *Interval `json:"median_ci95,omitempty"`
+	Min      float64   `json:"min"`
+	Max      float64   `json:"max"`
+	// P95 is the empirical 95th percentile, given only from MinForP95 values.
+	P95 *float64 `json:"p95,omitempty"`
+	// PerRun is each run's own mean (its single value for a per-run metric), in run order; nil (JSON null) for a
+	// run without values.
+	PerRun []*float64 `json:"per_run"`
+}
+
+// Interval is a confidence interval.
+type Interval struct {
+	Low  float64 `json:"low"`
+	High float64 `json:"high"`
+}
+
+// HalfWidth is half the interval's width: the "±" of a table.
+func (i Interval) HalfWidth() float64 { return (i.High - i.Low) / 2 }
+
+// Contains reports whether x lies in the interval (ends included).
+func (i Interval) Contains(x float64) bool { return i.Low <= x && x <= i.High }
+
+// ErrNoValues is returned when no run has a value.
+var ErrNoValues = errors.New("stats: no values")
+
+// PerRun summarises a metric with one value per run (NaN: the run has none).
+func PerRun(values []float64, seed uint64) (Summary, error) {
+	groups := make([][]float64, len(values))
+	for i, v := range values {
+		if !math.IsNaN(v) {
+			groups[i] = []float64{v}
+		}
+	}
+	return Clustered(groups, seed)
+}
+
+// Clustered summarises a metric with any number of values per run (groups[i]: the values of run i). The
+// bootstrap draws runs with replacement from a generator seeded with seed, so a summary is reproducible.
+func Clustered(groups [][]float64, seed uint64) (Summary, error) {
+	return ClusteredN(groups, seed, Resamples)
+}
+
+// ClusteredN is Clustered with the given number of bootstrap resamples (at least 100).
+func ClusteredN(groups [][]float64, seed uint64, resamples int) (Summary, error) {
+	resamples = max(resamples, 100)
+	var all []float64
+	var runs [][]float64
+	s := Summary{PerRun: make([]*float64, len(groups))}
+	for i, g := range groups {
+		var vals []float64
+		for _, v := range g {
+			if !math.IsNaN(v) {
+				vals = append(vals, v)
+			}
+		}
+		if len(vals) == 0 {
+			continue
+		}
+		m := stat.Mean(vals, nil)
+		s.PerRun[i] = &m
+		runs = append(runs, vals)
+		all = append(all, vals...)
+	}
+	if len(all) == 0 {
+		return Summary{}, ErrNoValues
+	}
+	slices.Sort(all)
+	s.Runs, s.Values = len(runs), len(all)
+	s.Mean = stat.Mean(all, nil)
+	s.Median = Median(all)
+	s.Min, s.Max = all[0], all[len(all)-1]
+	if len(all) >= MinForP95 {
+		p := stat.Quantile(0.95, stat.Empirical, all, nil)
+		s.P95 = &p
+	}
+	if len(runs) >= 2 {
+		s.MeanCI, s.MedianCI = bootstrap(runs, seed, resamples)
+	}
+	return s, nil
+}
+
+// Median is the middle value of sorted x, the mean of the two middle ones for an even count (gonum's Empirical
+// quantile would give the lower one).
+func Median(sorted []float64) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return math.NaN()
+	}
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// bootstrap returns percentile intervals of the mean and the median of the pooled values, resampling runs.
+func bootstrap(runs [][]float64, seed uint64, resamples int) (*Interval, *Interval) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5bd1e9955bd1e995))
+	means := make([]float64, resamples)
+	medians := make([]float64, resamples)
+	var pool []float64
+	for b := range resamples {
+		pool = pool[:0]
+		for range runs {
+			pool = append(pool, runs[rng.IntN(len(runs))]...)
+		}
+		means[b] = stat.Mean(pool, nil)
+		slices.Sort(pool)
+		medians[b] = Median(pool)
+	}
+	return percentileInterval(means), percentileInterval(medians)
+}
+
+func percentileInterval(x []float64) *Interval {
+	slices.Sort(x)
+	a := (1 - Level) / 2
+	return &Interval{Low: stat.Quantile(a, stat.Empirical, x, nil), High: stat.Quantile(1-a, stat.Empirical, x, nil)}
+}
