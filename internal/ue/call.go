@@ -176,6 +176,14 @@ func (p *Phone) call(ctx context.Context, to string, hold time.Duration, probe, 
 	rec := Record{Type: "call", Direction: "mo", IMPU: p.impu, CallID: d.callID, To: target.String(), Probe: probe,
 		ProbeUser: probeUser}
 	stamp(&rec, start)
+	if probe == "" && p.backingOff() {
+		// The network said 503 Retry-After: the phone does not send, and the user's call fails at once.
+		rec.Result, rec.Status = ResultHeldBack, sip.StatusServiceUnavailable
+		u.records.write(&rec)
+		u.stats.callsHeld.Add(1)
+		return CallResult{CallID: rec.CallID, To: rec.To, Result: rec.Result, Status: rec.Status},
+			fmt.Errorf("ue: call %s → %s: %w", p.impu, rec.To, ErrBackingOff)
+	}
 	u.addDialog(d) // a BYE from the callee can arrive as soon as it has answered
 	defer u.removeDialog(d)
 
@@ -206,6 +214,9 @@ func (p *Phone) call(ctx context.Context, to string, hold time.Duration, probe, 
 	rec.PCSCF, rec.SCSCF = hosts.pcscf, hosts.scscf
 	if isRestoration504(final) && probe == "" {
 		p.onRestoration(rec.CallID, start)
+	}
+	if probe == "" {
+		p.noteRetryAfter(final)
 	}
 
 	if final != nil && final.IsSuccess() {

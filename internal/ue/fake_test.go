@@ -170,6 +170,11 @@ func (f *fakeBAC) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	switch req.Recipient.User {
+	case "overloaded": // an overloaded network: 503 with Retry-After 2
+		res := sip.NewResponseFromRequest(req, 503, "Service Unavailable (overload)", nil)
+		res.AppendHeader(sip.NewHeader("Retry-After", "2"))
+		_ = tx.Respond(res)
+		return
 	case "restoration", "plain504", "late-restoration": // a core without the caller's state (TS 24.229 restoration
 		// body), a bare 504, or the restoration 504 after a second
 		if req.Recipient.User == "late-restoration" {

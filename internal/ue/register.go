@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,9 @@ type Phone struct {
 	prober    bool        // a reachability prober (Config.Reachability), not a user
 	busy      atomic.Bool // in a generated outgoing call
 	restoring atomic.Bool // an initial registration after a restoration 504 is on its way
+	// backoffUntil (unix ns): the network answered 503 with Retry-After; no new request before then (RFC 3261
+	// §21.5.4, §20.33).
+	backoffUntil atomic.Int64
 
 	regMu sync.Mutex // one registration procedure at a time
 
@@ -174,10 +178,14 @@ func (p *Phone) register(ctx context.Context, kind string) error {
 		}
 		if kind != kindDeregister && (!u.cfg.Manual || time.Now().Before(p.expiresAt)) {
 			// Keep trying, soon enough to refresh before the registration runs out if it has not yet. In
-			// manual mode only a registered phone keeps trying; the test drives the others.
+			// manual mode only a registered phone keeps trying; the test drives the others. A Retry-After of
+			// an overloaded network is honoured first.
 			retry := u.jitter(u.cfg.RegisterRetry, 0.2)
 			if left := time.Until(p.expiresAt); left > 0 {
 				retry = min(retry, max(time.Second, left/4))
+			}
+			if ra := p.noteRetryAfter(res); ra > 0 {
+				retry = max(retry, ra)
 			}
 			p.scheduleLocked(retry)
 		}
@@ -359,4 +367,45 @@ func (u *UE) deregisterAll() {
 		})
 	}
 	wg.Wait()
+}
+
+// noteRetryAfter starts the phone's back-off when res is a 503 with Retry-After and returns its length (0: none).
+func (p *Phone) noteRetryAfter(res *sip.Response) time.Duration {
+	ra := retryAfter(res)
+	if ra <= 0 {
+		return 0
+	}
+	until := time.Now().Add(ra).UnixNano()
+	for {
+		old := p.backoffUntil.Load()
+		if old >= until || p.backoffUntil.CompareAndSwap(old, until) {
+			break
+		}
+	}
+	p.ue.stats.retryAfters.Add(1)
+	return ra
+}
+
+// backingOff reports whether the phone is told to wait (a Retry-After not over yet).
+func (p *Phone) backingOff() bool { return time.Now().UnixNano() < p.backoffUntil.Load() }
+
+// retryAfter is the delay of a 503's Retry-After header (RFC 3261 §20.33: seconds, optional comment and
+// parameters), 0 for anything else.
+func retryAfter(res *sip.Response) time.Duration {
+	if res == nil || res.StatusCode != sip.StatusServiceUnavailable {
+		return 0
+	}
+	h := res.GetHeader("Retry-After")
+	if h == nil {
+		return 0
+	}
+	v := strings.TrimSpace(h.Value())
+	if i := strings.IndexAny(v, " ;("); i >= 0 {
+		v = v[:i]
+	}
+	secs, err := strconv.Atoi(v)
+	if err != nil || secs <= 0 {
+		return 0
+	}
+	return time.Duration(min(secs, 3600)) * time.Second
 }

@@ -175,7 +175,13 @@ var (
 	ErrTimeout = errors.New("no final answer")
 	// ErrTransport: the request could not be sent.
 	ErrTransport = errors.New("transport error")
+	// ErrBackingOff: the network answered 503 with Retry-After and the time is not over: nothing was sent.
+	ErrBackingOff = errors.New("backing off (503 Retry-After)")
 )
+
+// ResultHeldBack is the result of a call the phone did not send because it was backing off after a 503 with
+// Retry-After (its record has status 503; the report counts it as a failed call).
+const ResultHeldBack = "held_back"
 
 // StatusError is a final non-2xx answer.
 type StatusError struct {

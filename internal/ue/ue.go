@@ -74,6 +74,8 @@ type stats struct {
 	initialOK, initialFailed atomic.Int64 // phones after the initial round
 	deregistered             atomic.Int64
 	probesOK, probesFailed   atomic.Int64 // reachability probe calls (either direction)
+	callsHeld                atomic.Int64 // calls not sent: the phone was backing off (503 Retry-After)
+	retryAfters              atomic.Int64 // 503 answers with Retry-After the phones honoured
 }
 
 // Summary counts what happened so far.
@@ -87,6 +89,8 @@ type Summary struct {
 	CallsOK        int64 `json:"calls_ok"`        // outgoing calls answered
 	CallsFailed    int64 `json:"calls_failed"`    // outgoing calls that failed
 	CallsSkipped   int64 `json:"calls_skipped"`   // generated calls with no free registered caller/callee
+	CallsHeld      int64 `json:"calls_held"`      // calls not sent because of a Retry-After (counted failed)
+	RetryAfters    int64 `json:"retry_afters"`    // 503 answers with Retry-After honoured
 	MTOK           int64 `json:"mt_ok"`           // incoming calls answered
 	MTFailed       int64 `json:"mt_failed"`       // incoming calls not answered (cancelled, unknown user, no ACK)
 	Deregistered   int64 `json:"deregistered"`
@@ -202,7 +206,7 @@ func (u *UE) Summary() Summary {
 		Phones: len(u.phones), InitialOK: u.stats.initialOK.Load(), InitialFailed: u.stats.initialFailed.Load(),
 		RegisterOK: u.stats.regOK.Load(), RegisterFailed: u.stats.regFailed.Load(),
 		CallsOK: u.stats.callsOK.Load(), CallsFailed: u.stats.callsFailed.Load(),
-		CallsSkipped: u.stats.callsSkipped.Load(), MTOK: u.stats.mtOK.Load(), MTFailed: u.stats.mtFailed.Load(),
+		CallsSkipped: u.stats.callsSkipped.Load(), CallsHeld: u.stats.callsHeld.Load(), RetryAfters: u.stats.retryAfters.Load(), MTOK: u.stats.mtOK.Load(), MTFailed: u.stats.mtFailed.Load(),
 		Deregistered: u.stats.deregistered.Load(), ProbesOK: u.stats.probesOK.Load(),
 		ProbesFailed: u.stats.probesFailed.Load(),
 	}

@@ -361,6 +361,31 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 		}, SpecTimeout(20*time.Second))
 	})
 
+	Context("a 503 with Retry-After (an overloaded network)", func() {
+		BeforeEach(func() { fake = startFakeBAC(600) })
+
+		It("sends nothing until the Retry-After is over: the user's calls meanwhile fail at once, held back", func(ctx SpecContext) {
+			u := startUE(manual())
+			p := u.Phone("user0001")
+			Expect(p.Register(ctx)).To(Succeed()) // it calls itself through the fake BAC below
+			res, err := p.Call(ctx, "overloaded", time.Second)
+			Expect(err).To(HaveOccurred())
+			Expect(res.Status).To(Equal(503))
+
+			held, err := p.Call(ctx, "user0001", time.Second)
+			Expect(err).To(MatchError(ue.ErrBackingOff))
+			Expect(held.Result).To(Equal(ue.ResultHeldBack))
+			Expect(fake.relayedFor(held.CallID)).To(BeEmpty(), "nothing sent while backing off")
+			Expect(u.Summary().CallsHeld).To(BeEquivalentTo(1))
+			Expect(u.Summary().RetryAfters).To(BeEquivalentTo(1))
+
+			time.Sleep(2100 * time.Millisecond) // Retry-After: 2
+			ok, err := p.Call(ctx, "user0001", 100*time.Millisecond)
+			Expect(err).NotTo(HaveOccurred(), "sent again once the Retry-After is over")
+			Expect(ok.Result).To(Equal("ok"))
+		}, SpecTimeout(20*time.Second))
+	})
+
 	Context("a 504 with the 3GPP restoration body", func() {
 		BeforeEach(func() { fake = startFakeBAC(600) })
 
