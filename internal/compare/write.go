@@ -344,6 +344,8 @@ func markdown(res *Result, figs []figure) string {
 			fmt.Fprintf(&b, "|%s\n", strings.Repeat("---|", len(row)))
 		}
 	}
+	fmt.Fprintf(&b, "\n## The study's Table 1 beside the measurement\n\n%s\n\n", StudyReading)
+	writeMDTable(&b, studyRows(res.Rows))
 	b.WriteString("\nExpectations of the scenario not met:\n\n")
 	none := true
 	for _, r := range res.Rows {
@@ -403,7 +405,9 @@ func htmlDoc(res *Result, figs []figure) string {
 		}
 		b.WriteString("</tr>\n")
 	}
-	b.WriteString("</table>\n<p>Expectations of the scenario not met:</p>\n<ul>\n")
+	fmt.Fprintf(&b, "</table>\n<h2>The study's Table 1 beside the measurement</h2>\n<p>%s</p>\n", e(StudyReading))
+	writeHTMLTable(&b, studyRows(res.Rows), e)
+	b.WriteString("<p>Expectations of the scenario not met:</p>\n<ul>\n")
 	none := true
 	for _, r := range res.Rows {
 		if len(r.ExpectationsMiss) > 0 {
