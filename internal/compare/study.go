@@ -71,11 +71,11 @@ func studyMeasured(i int, r Row) string {
 	case 0:
 		return fmt.Sprintf("%d/%d processes P/S, %d active each", r.Members[0], r.Members[1], r.ActiveMembers[0])
 	case 1:
-		return fmt.Sprintf("%.0f %% of the processes idle (configuration; the survivors' load is not measured here)",
-			r.SpareCapacity*100)
+		return fmt.Sprintf("%.0f %% of the processes idle; one failure adds %s to the load of %s (configuration "+
+			"and DNS records, not a load measurement)", r.SpareCapacity*100, takeoverShare(r), takeoverBy(r.Scheme))
 	case 2:
-		return fmt.Sprintf("%s; %d replication messages, %d bytes in the run", yesNo(r.StateReplicated),
-			r.ReplMessagesRun, r.ReplBytesRun)
+		return fmt.Sprintf("member to member: %s; %d replication messages, %d bytes in the run",
+			yesNo(r.StateReplicated), r.ReplMessagesRun, r.ReplBytesRun)
 	case 3:
 		return fmt.Sprintf("interruption p50 MO %s s, MT %s s", p50(r.MO), p50(r.MT))
 	case 4:
@@ -121,4 +121,29 @@ func writeHTMLTable(b *strings.Builder, rows [][]string, esc func(string) string
 		b.WriteString("</tr>\n")
 	}
 	b.WriteString("</table>\n")
+}
+
+// takeoverShare is the dead member's load, as a share of one member's, that each member taking over gets: all of
+// it for the schemes with a single backup per member, 1/(N-1) when the survivors share it.
+func takeoverShare(r Row) string {
+	switch r.Scheme {
+	case topology.SchemeMutual, topology.SchemeActiveStandby, topology.SchemeNPlus1:
+		return "100 %"
+	}
+	if n := r.ActiveMembers[0]; n > 1 {
+		return fmt.Sprintf("%.0f %%", 100/float64(n-1))
+	}
+	return "–"
+}
+
+func takeoverBy(scheme string) string {
+	switch scheme {
+	case topology.SchemeMutual:
+		return "the partner"
+	case topology.SchemeActiveStandby:
+		return "the idle standby"
+	case topology.SchemeNPlus1:
+		return "the idle spare"
+	}
+	return "each survivor"
 }
