@@ -334,16 +334,7 @@ func markdown(res *Result, figs []figure) string {
 		fmt.Fprintf(&b, "- %s\n", l)
 	}
 	b.WriteString("\n## Table 1, measured\n\n")
-	for i, row := range tableRows(res.Rows) {
-		cells := make([]string, len(row))
-		for j, c := range row {
-			cells[j] = mdCell(c)
-		}
-		fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
-		if i == 0 {
-			fmt.Fprintf(&b, "|%s\n", strings.Repeat("---|", len(row)))
-		}
-	}
+	writeMDTable(&b, tableRows(res.Rows))
 	fmt.Fprintf(&b, "\n## The study's Table 1 beside the measurement\n\n%s\n\n", StudyReading)
 	writeMDTable(&b, studyRows(res.Rows))
 	b.WriteString("\nExpectations of the scenario not met:\n\n")
@@ -393,19 +384,9 @@ func htmlDoc(res *Result, figs []figure) string {
 	for _, l := range method {
 		fmt.Fprintf(&b, "<li>%s</li>\n", e(l))
 	}
-	b.WriteString("</ul>\n<h2>Table 1, measured</h2>\n<table>\n")
-	for i, row := range tableRows(res.Rows) {
-		tag := "td"
-		if i == 0 {
-			tag = "th"
-		}
-		b.WriteString("<tr>")
-		for _, c := range row {
-			fmt.Fprintf(&b, "<%s>%s</%s>", tag, e(c), tag)
-		}
-		b.WriteString("</tr>\n")
-	}
-	fmt.Fprintf(&b, "</table>\n<h2>The study's Table 1 beside the measurement</h2>\n<p>%s</p>\n", e(StudyReading))
+	b.WriteString("</ul>\n<h2>Table 1, measured</h2>\n")
+	writeHTMLTable(&b, tableRows(res.Rows), e)
+	fmt.Fprintf(&b, "<h2>The study's Table 1 beside the measurement</h2>\n<p>%s</p>\n", e(StudyReading))
 	writeHTMLTable(&b, studyRows(res.Rows), e)
 	b.WriteString("<p>Expectations of the scenario not met:</p>\n<ul>\n")
 	none := true
