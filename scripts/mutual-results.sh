@@ -5,20 +5,23 @@
 # compare.md), and the Cx and replication counts read from the runs' summary.json by jq. Nothing is typed by hand.
 #
 #   scripts/mutual-results.sh [out-dir]      (default docs/results/mutual; about 12 minutes)
+#   README_ONLY=1 scripts/mutual-results.sh   rewrites README.md from the runs already in out-dir
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs/results/mutual}
 mkdir -p "$out"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-for s in pcscf scscf; do
+[ -n "${README_ONLY:-}" ] || for s in pcscf scscf; do
   rm -rf "$out/compare-$s-kill"
   go run ./cmd/imslab compare "scenarios/compare-$s-kill.yaml" --seed 7 --pool-size 4 --schemes quasi-pool,mutual \
     --out "$out/compare-$s-kill" >/dev/null
-  # keep the KPIs, not the bulky per-run files
-  find "$out/compare-$s-kill" -mindepth 2 -maxdepth 2 ! -name summary.json ! -name users.csv ! -name report.md \
-    -exec rm -rf {} +
+  # keep the KPIs and the plots, not the bulky per-run files
+  find "$out/compare-$s-kill" -mindepth 2 -maxdepth 2 ! -path '*/plots/*' ! -name summary.json ! -name users.csv \
+    ! -name report.md -exec rm -rf {} +
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+[ -z "${README_ONLY:-}" ] || load_before="(not recorded: README rewritten from earlier runs)" load_after="–"
+
 section() { # the lines of compare.md from the heading $2 up to (not including) the line matching $3
   awk -v from="$2" -v to="$3" '$0 == from {on = 1; next} on && $0 ~ to {exit} on' "$1"
 }
@@ -41,19 +44,21 @@ section() { # the lines of compare.md from the heading $2 up to (not including) 
   for s in pcscf scscf; do
     md="$out/compare-$s-kill/compare.md"
     echo
-    echo "## ${s^^} killed (compare-$s-kill)"
+    echo "## ${s^^}-CSCF killed ([compare-$s-kill/compare.md](compare-$s-kill/compare.md))" | sed 's/^## PCSCF-CSCF/## P-CSCF/; s/^## SCSCF-CSCF/## S-CSCF/'
     echo
-    section "$md" "## Table 1, measured" "^Expectations of the scenario not met"
+    echo "### Table 1, measured"
+    section "$md" "## Table 1, measured" "^## The study's Table 1"
     echo "### The study's Table 1 beside the measurement"
     section "$md" "## The study's Table 1 beside the measurement" "^Expectations of the scenario not met"
     echo "### Cx at the HSS after the fault and replication (from summary.json)"
     echo
-    echo "| scheme | affected users | LIR after the fault (UAT 2: restoration) | SAR after the fault (UNREGISTERED_USER: restoration) | replication messages / bytes (whole run) | failed calls (all users) |"
-    echo "|---|---|---|---|---|---|"
+    echo "| scheme | affected users | LIR after the fault (UAT 2: restoration) | SAR after the fault (UNREGISTERED_USER: restoration) | UAR after the fault (UAT 2: S-CSCF re-selection at registration) | replication messages / bytes (whole run) | failed calls (all users) |"
+    echo "|---|---|---|---|---|---|---|"
     for v in quasi-pool mutual; do
       jq -r --arg v "$v" '
         "| \($v) | \(.affected_users) | \(.cx_after_fault.LIR.total // 0) (\(.cx_after_fault.LIR.uat2 // 0)) " +
         "| \(.cx_after_fault.SAR.total // 0) (\(.cx_after_fault.SAR.sat3 // 0)) " +
+        "| \(.cx_after_fault.UAR.total // 0) (\(.cx_after_fault.UAR.uat2 // 0)) " +
         "| \(.signalling.repl_messages // 0) / \(.signalling.repl_bytes // 0) | \(.calls.failed) of \(.calls.total) |"' \
         "$out/compare-$s-kill/$v/summary.json"
     done
