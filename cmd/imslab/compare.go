@@ -110,8 +110,9 @@ func runCompare(args []string, out, errOut io.Writer) int {
 	fs.SetOutput(errOut)
 	lf := addLabFlags(fs, strings.Join([]string{topology.SchemeQuasiPool, topology.SchemeLoadSharing,
 		topology.SchemeNPlus1}, ","))
+	poolSize := fs.Int("pool-size", 0, "active members of both pools, replacing the scenario's sizes (0 = keep; mutual needs an even number)")
 	fs.Usage = func() {
-		fmt.Fprintf(errOut, "usage: imslab compare <scenario.yaml> [--schemes a,b,…] [--out dir] [--seed n] [--repeat K] [--keep-going]\n\n"+
+		fmt.Fprintf(errOut, "usage: imslab compare <scenario.yaml> [--schemes a,b,…] [--pool-size n] [--out dir] [--seed n] [--repeat K] [--keep-going]\n\n"+
 			"Runs the scenario once per scheme variant (same traffic and seed; the scenario's pool sizes are the\n"+
 			"active members) into <out>/<variant>/ and writes <out>/compare.md, compare.html, compare.json,\n"+
 			"table1.csv and plots/ (docs/compare.md).\n\nschemes: %s\noptions (scheme+option):\n",
@@ -149,7 +150,7 @@ func runCompare(args []string, out, errOut io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := compare.Run(ctx, compare.Config{Scenario: sc, ScenarioFile: file, Variants: variants, OutDir: dir,
-		Seed: *lf.seed, KeepGoing: *lf.keepGoing, Repeat: *lf.repeat, Run: run, Out: out})
+		Seed: *lf.seed, KeepGoing: *lf.keepGoing, Repeat: *lf.repeat, Run: run, Out: out, PoolSize: *poolSize})
 	if res != nil {
 		fmt.Fprintf(out, "\ncomparison of %s (seed %d): %s\n", sc.Name, res.Seed, filepath.Join(dir, compare.FileMarkdown))
 		for _, r := range res.Rows {

@@ -157,6 +157,16 @@ var _ = Describe("imslab up", Label("e2e"), func() {
 		Eventually(s).Should(gexec.Exit(2))
 	})
 
+	It("refuses mutual with an odd number of active members before running anything, and says how to fix it", func() {
+		out := filepath.Join(GinkgoT().TempDir(), "cmp")
+		s, err := gexec.Start(exec.Command(bin, "compare", "../../scenarios/compare-pcscf-kill.yaml", "--schemes",
+			"quasi-pool,mutual", "--out", out), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s).Should(gexec.Exit(2))
+		Expect(s.Err).To(gbytes.Say(`mutual: 3 active members per pool: mutual pairs them .*--pool-size 4`))
+		Expect(out).NotTo(BeAnExistingFile())
+	})
+
 	It("checks that the committed compose lab is current and probes services", func() {
 		s, err := gexec.Start(exec.Command(bin, "compose", "--check", "--file", "../../docker-compose.yml",
 			"--config-dir", "../../deploy/compose"), GinkgoWriter, GinkgoWriter)

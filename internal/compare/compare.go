@@ -73,6 +73,9 @@ type Config struct {
 	Run RunFunc
 	// Out receives one line per run (default io.Discard).
 	Out io.Writer
+	// PoolSize, when > 0, replaces the scenario's pool sizes: the active members of both pools (e.g. 4, so that
+	// mutual can pair them).
+	PoolSize int
 }
 
 // Result is a finished comparison: compare.json.
@@ -152,6 +155,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		out = io.Discard
 	}
 	sc := cfg.Scenario
+	if cfg.PoolSize > 0 {
+		sc = Clone(sc)
+		sc.Topology.Pools.PCSCF.Size, sc.Topology.Pools.SCSCF.Size = cfg.PoolSize, cfg.PoolSize
+	}
 	res := &Result{Scenario: sc.Name, Description: sc.Description, ScenarioFile: cfg.ScenarioFile,
 		Seed: Seed(cfg.Seed, sc), Started: time.Now().UTC(), Setup: setupOf(sc, cfg.Variants),
 		summaries: map[string]*report.Summary{}}

@@ -131,6 +131,57 @@ var _ = Describe("variants", Label("unit"), func() {
 	})
 })
 
+var _ = Describe("the mutual scheme in a comparison", Label("unit"), func() {
+	It("needs an even number of active members and says how to get one", func() {
+		sc := loadScenario()
+		v, err := compare.ParseVariant("mutual")
+		Expect(err).NotTo(HaveOccurred())
+		_, err = v.Apply(sc, 0)
+		Expect(err).To(MatchError(ContainSubstring("3 active members per pool: mutual pairs them")))
+		Expect(err).To(MatchError(ContainSubstring("--pool-size 4")))
+		c, err := v.Apply(sc, 4)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Topology.Pools.PCSCF.Size).To(Equal(4))
+		Expect(c.Topology.Pools.SCSCF.Scheme).To(Equal("mutual"))
+		Expect(compare.Members("mutual", 4)).To(Equal(4), "no extra processes: both members of a pair are active")
+		Expect(compare.SpareCapacity("mutual", 4)).To(BeZero())
+		Expect(compare.StateReplicated("mutual")).To(BeTrue())
+	})
+
+	It("runs at --pool-size and prints the study's 1+1互备 column beside the measurement", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		vs, err := compare.ParseVariants("quasi-pool,mutual")
+		Expect(err).NotTo(HaveOccurred())
+		f := &fakeRun{}
+		res, err := compare.Run(ctx, compare.Config{Scenario: loadScenario(), Variants: vs, OutDir: dir, Run: f.run,
+			PoolSize: 4})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.runs[0].Topology.Pools.PCSCF.Size).To(Equal(4), "every scheme gets the same active members")
+		Expect(f.runs[1].Topology.Pools.SCSCF.Size).To(Equal(4))
+		Expect(res.Rows[1].ActiveMembers).To(Equal([2]int{4, 4}))
+		md, err := os.ReadFile(filepath.Join(dir, "compare.md"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(ContainSubstring("## The study's Table 1 beside the measurement"))
+		Expect(string(md)).To(ContainSubstring("| Table 1 row | quasi-pool (准POOL) | mutual (1+1互备) |"))
+		Expect(string(md)).To(ContainSubstring("| 倒换风险 (switchover risk) | study: 小 (low) · measured: not measured by this scenario | study: 小 (low) ·"))
+		Expect(string(md)).To(ContainSubstring("study: 是（HSS共享或容灾查询） (yes, through the HSS) · measured: member to member: no; 0 replication messages"))
+		Expect(string(md)).To(ContainSubstring("study: 1倍 (1×) · measured: 0 % of the processes idle; one failure adds 100 % to the load of the partner"))
+		Expect(string(md)).To(ContainSubstring("study: 1/(N-1) · measured: 0 % of the processes idle; one failure adds 33 % to the load of each survivor"))
+		Expect(string(md)).To(ContainSubstring("study: 全部 (all) · measured: 100 % MO / 100 % MT of the 3 affected users"))
+		Expect(string(md)).To(ContainSubstring("seven values for six columns"))
+		h, err := os.ReadFile(filepath.Join(dir, "compare.html"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(h)).To(ContainSubstring("<th>mutual (1+1互备)</th>"))
+	}, SpecTimeout(30*time.Second))
+
+	It("has the study's words for every scheme", func() {
+		for _, s := range topology.Schemes {
+			Expect(compare.Study[s].Name).NotTo(BeEmpty(), s)
+			Expect(compare.Study[s].Values).NotTo(ContainElement(""), s)
+		}
+	})
+})
+
 var _ = Describe("the measured Table 1", Label("unit"), func() {
 	It("has the columns of the study and the signalling on top of an unaffected user's", func() {
 		qp, _ := compare.ParseVariant("quasi-pool")

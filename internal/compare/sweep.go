@@ -27,7 +27,7 @@ var sweepParams = map[string]struct {
 	doc   string
 	apply func(sc *scenario.Scenario, v string) (float64, error)
 }{
-	"pool_size": {"active members N of both pools (2..8); n-plus-1 adds a spare, active-standby a standby each",
+	"pool_size": {"active members N of both pools (2..8); n-plus-1 adds a spare, active-standby a standby each; mutual: even N",
 		func(sc *scenario.Scenario, v string) (float64, error) {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 2 || n > 8 {

@@ -129,7 +129,8 @@ func PoolSize(scheme string, n int) int {
 }
 
 // SpareCapacity is the share of a pool's members that are idle in normal operation: 1/(N+1) for n-plus-1, 1/2
-// for active-standby, 0 for the schemes in which every member serves traffic.
+// for active-standby, 0 for the schemes in which every member serves traffic (mutual too: its headroom is the
+// partner's whole load, which the study calls redundancy 1×, not idle members).
 func SpareCapacity(scheme string, n int) float64 {
 	m := Members(scheme, n)
 	if m == 0 {
@@ -139,9 +140,7 @@ func SpareCapacity(scheme string, n int) float64 {
 }
 
 // StateReplicated tells whether the scheme copies registration state between members.
-func StateReplicated(scheme string) bool {
-	return scheme == topology.SchemePoolSync || scheme == topology.SchemeActiveStandby
-}
+func StateReplicated(scheme string) bool { return topology.SchemeReplicates(scheme) }
 
 // Apply returns a copy of sc set up for the variant with n active members per pool (0: keep the scenario's
 // pool sizes as the active members): both pools get the scheme and PoolSize(scheme, n) members, then the options
@@ -152,6 +151,10 @@ func (v Variant) Apply(sc *scenario.Scenario, n int) (*scenario.Scenario, error)
 		active := n
 		if active == 0 {
 			active = p.Size
+		}
+		if v.Scheme == topology.SchemeMutual && active%2 != 0 {
+			return nil, fmt.Errorf("compare: %s: %d active members per pool: mutual pairs them (1+2, 3+4, …), "+
+				"give an even pool size (imslab compare --pool-size 4)", v.Name, active)
 		}
 		p.Scheme = v.Scheme
 		p.Size = PoolSize(v.Scheme, active)

@@ -334,19 +334,12 @@ func markdown(res *Result, figs []figure) string {
 		fmt.Fprintf(&b, "- %s\n", l)
 	}
 	b.WriteString("\n## Table 1, measured\n\n")
-	for i, row := range tableRows(res.Rows) {
-		cells := make([]string, len(row))
-		for j, c := range row {
-			cells[j] = mdCell(c)
-		}
-		fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
-		if i == 0 {
-			fmt.Fprintf(&b, "|%s\n", strings.Repeat("---|", len(row)))
-		}
-	}
+	writeMDTable(&b, tableRows(res.Rows))
 	if res.Repeat > 1 {
 		b.WriteString(repeatSection(res))
 	}
+	fmt.Fprintf(&b, "\n## The study's Table 1 beside the measurement\n\n%s\n\n", StudyReading)
+	writeMDTable(&b, studyRows(res.Rows))
 	b.WriteString("\nExpectations of the scenario not met:\n\n")
 	none := true
 	for _, r := range res.Rows {
@@ -394,34 +387,14 @@ func htmlDoc(res *Result, figs []figure) string {
 	for _, l := range method {
 		fmt.Fprintf(&b, "<li>%s</li>\n", e(l))
 	}
-	b.WriteString("</ul>\n<h2>Table 1, measured</h2>\n<table>\n")
-	for i, row := range tableRows(res.Rows) {
-		tag := "td"
-		if i == 0 {
-			tag = "th"
-		}
-		b.WriteString("<tr>")
-		for _, c := range row {
-			fmt.Fprintf(&b, "<%s>%s</%s>", tag, e(c), tag)
-		}
-		b.WriteString("</tr>\n")
-	}
-	b.WriteString("</table>\n")
+	b.WriteString("</ul>\n<h2>Table 1, measured</h2>\n")
+	writeHTMLTable(&b, tableRows(res.Rows), e)
 	if res.Repeat > 1 {
-		fmt.Fprintf(&b, "<h2>Repetitions (%d runs per scheme)</h2>\n<p>%s</p>\n<table>\n", res.Repeat, e(repeatIntro(res)))
-		for i, row := range repeatTable(res) {
-			tag := "td"
-			if i == 0 {
-				tag = "th"
-			}
-			b.WriteString("<tr>")
-			for _, c := range row {
-				fmt.Fprintf(&b, "<%s>%s</%s>", tag, e(c), tag)
-			}
-			b.WriteString("</tr>\n")
-		}
-		b.WriteString("</table>\n")
+		fmt.Fprintf(&b, "<h2>Repetitions (%d runs per scheme)</h2>\n<p>%s</p>\n", res.Repeat, e(repeatIntro(res)))
+		writeHTMLTable(&b, repeatTable(res), e)
 	}
+	fmt.Fprintf(&b, "<h2>The study's Table 1 beside the measurement</h2>\n<p>%s</p>\n", e(StudyReading))
+	writeHTMLTable(&b, studyRows(res.Rows), e)
 	b.WriteString("<p>Expectations of the scenario not met:</p>\n<ul>\n")
 	none := true
 	for _, r := range res.Rows {
@@ -497,15 +470,6 @@ func repeatTable(res *Result) [][]string {
 func repeatSection(res *Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Repetitions (%d runs per scheme)\n\n%s\n\n", res.Repeat, repeatIntro(res))
-	for i, row := range repeatTable(res) {
-		cells := make([]string, len(row))
-		for j, c := range row {
-			cells[j] = mdCell(c)
-		}
-		fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
-		if i == 0 {
-			fmt.Fprintf(&b, "|%s\n", strings.Repeat("---|", len(row)))
-		}
-	}
+	writeMDTable(&b, repeatTable(res))
 	return b.String()
 }

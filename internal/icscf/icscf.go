@@ -43,7 +43,7 @@ type Config struct {
 	// AcceptRestore honours restore=1 from trusted P-CSCFs (the P-CSCF takeover of SPEC §4.1); default Restore.
 	AcceptRestore *bool
 	// SCSCFFailover sends to an S-CSCF through its per-host SRV record, so a pool member holding a replicated
-	// copy of its state is tried when it is down (S-CSCF pool with pool-sync or active-standby).
+	// copy of its state is tried when it is down (S-CSCF pool with pool-sync, active-standby or mutual).
 	SCSCFFailover bool
 }
 

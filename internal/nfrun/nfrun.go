@@ -107,7 +107,7 @@ func (s *Stack) Forward() sipx.ForwarderConfig {
 	return sipx.ForwarderConfig{NoAnswer: time.Duration(float64(base) * factor), InviteNoAnswer: invite, Seed: s.Cfg.Seed}
 }
 
-// Replication returns the member-to-member replication of the node's pool (pool-sync, active-standby), nil
+// Replication returns the member-to-member replication of the node's pool (pool-sync, active-standby, mutual), nil
 // when its pool does not replicate.
 func (s *Stack) Replication() *repl.Config {
 	r := s.Cfg.Replication

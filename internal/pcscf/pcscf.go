@@ -41,10 +41,10 @@ type Config struct {
 	Restore *bool
 	// SCSCFFailover sends an originating request to the S-CSCF of the Service-Route through that S-CSCF's
 	// per-host SRV record, so a pool member holding a replicated copy serves it when the S-CSCF is down
-	// (S-CSCF pools with pool-sync or active-standby). Without it only the named S-CSCF is tried.
+	// (S-CSCF pools with pool-sync, active-standby or mutual). Without it only the named S-CSCF is tried.
 	SCSCFFailover bool
 	// Replication, when set, copies every registration this P-CSCF keeps to its pool peers and keeps theirs
-	// (pool-sync, active-standby; internal/repl).
+	// (pool-sync, active-standby, mutual; internal/repl).
 	Replication *repl.Config
 }
 

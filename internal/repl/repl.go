@@ -1,5 +1,5 @@
-// Package repl is the member-to-member state replication of the pool-sync and active-standby protection schemes
-// (docs/schemes.md): every change of a member's registration state is pushed at once, as one JSON line over a
+// Package repl is the member-to-member state replication of the pool-sync, active-standby and mutual protection
+// schemes (docs/schemes.md): every change of a member's registration state is pushed at once, as one JSON line over a
 // TCP connection, to each of its replication peers, which apply it to their own state. A member that starts
 // (or restarts empty) says hello to its peers, and each answers with a full copy of its state. There is no
 // HSS involvement, no acknowledgement and no retry: a change a peer misses while it is down reaches it with the

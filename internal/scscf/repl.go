@@ -8,7 +8,7 @@ import (
 	"github.com/imslab/quasipool/internal/sipx"
 )
 
-// replBinding is a binding on the replication wire (pool-sync, active-standby): the same facts the HSS keeps as
+// replBinding is a binding on the replication wire (pool-sync, active-standby, mutual): the same facts the HSS keeps as
 // restoration info in the quasi-pool, sent to the pool peers instead.
 type replBinding struct {
 	IMPI    string    `json:"impi"`

@@ -44,7 +44,7 @@ type Config struct {
 	// request, 480 for a terminating one (docs/schemes.md).
 	Restore *bool
 	// Replication, when set, copies every registration (binding) to the pool peers and keeps theirs (pool-sync,
-	// active-standby; internal/repl).
+	// active-standby, mutual; internal/repl).
 	Replication *repl.Config
 }
 
@@ -96,7 +96,7 @@ type binding struct {
 	CSeq     uint32
 	Expires  time.Time
 	Restored bool // taken over from another S-CSCF through the HSS
-	// Replicated marks a pool peer's binding copied to us (pool-sync, active-standby): served as our own, but
+	// Replicated marks a pool peer's binding copied to us (pool-sync, active-standby, mutual): served as our own, but
 	// its expiry is the owner's business (no SAR), and a REGISTER for it is a new registration here.
 	Replicated bool
 }

@@ -60,7 +60,7 @@ type NodeConfig struct {
 	// and the CSCFs; "" means quasi-pool.
 	PCSCFScheme string `yaml:"pcscf_scheme,omitempty"`
 	SCSCFScheme string `yaml:"scscf_scheme,omitempty"`
-	// Replication is set for pool members whose pool replicates registration state (pool-sync, active-standby).
+	// Replication is set for pool members whose pool replicates registration state (pool-sync, active-standby, mutual).
 	Replication *ReplicationConfig `yaml:"replication,omitempty"`
 
 	DNS *DNSNodeConfig `yaml:"dns,omitempty"` // dnsd only

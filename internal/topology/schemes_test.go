@@ -113,6 +113,57 @@ var _ = Describe("Protection schemes", Label("unit"), func() {
 		Expect(t.Trusted()).To(ContainElement("127.0.0.1:5085"))
 	})
 
+	It("mutual: pairs of active members, each behind its partner (and nobody else) in DNS, replicating with it", func() {
+		doc := strings.ReplaceAll(base, "    size: 3", "    size: 4")
+		doc = strings.Replace(doc, "    weight: 10", "    weight: 10\n    scheme: mutual", 1)
+		t, err := topology.Parse([]byte(doc))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(names(t.NodesOfKind(topology.KindPCSCF))).To(Equal([]string{"pcscf1", "pcscf2", "pcscf3", "pcscf4"}),
+			"no extra processes: both members of a pair serve their own users")
+		z := t.Zone()
+		Expect(targets(z, "_sip._udp.pcscf.ims.test")).To(Equal([]string{"pcscf1/1", "pcscf2/1", "pcscf3/1", "pcscf4/1"}))
+		Expect(targets(z, "_sip._udp.pcscf1.ims.test")).To(Equal([]string{"pcscf1/1", "pcscf2/2"}))
+		Expect(targets(z, "_sip._udp.pcscf2.ims.test")).To(Equal([]string{"pcscf2/1", "pcscf1/2"}))
+		Expect(targets(z, "_sip._udp.pcscf3.ims.test")).To(Equal([]string{"pcscf3/1", "pcscf4/2"}))
+		Expect(targets(z, "_sip._udp.pcscf4.ims.test")).To(Equal([]string{"pcscf4/1", "pcscf3/2"}))
+		Expect(targets(z, "_sip._udp.scscf1.ims.test")).To(Equal([]string{"scscf1/1", "scscf2/2", "scscf3/2", "scscf4/2"}),
+			"the other pool keeps the quasi-pool shape")
+		for member, partner := range map[string]string{"pcscf1": "pcscf2", "pcscf2": "pcscf1", "pcscf3": "pcscf4", "pcscf4": "pcscf3"} {
+			c, err := t.NodeConfig(member)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(c.PCSCFScheme).To(Equal(topology.SchemeMutual))
+			Expect(c.Replication.PeerNames).To(Equal([]string{partner}), member)
+			p, _ := t.Node(partner)
+			Expect(c.Replication.Peers).To(Equal([]string{p.Listen()}), member)
+			Expect(c.Validate()).To(Succeed())
+			Expect(c.Policy()).To(Equal(topology.Policy{}), "no quasi-pool restoration through the HSS")
+		}
+		c, _ := t.NodeConfig("scscf1")
+		Expect(c.Replication).To(BeNil())
+		Expect(c.Policy().Restore).To(BeTrue())
+	})
+
+	It("mutual: reaches a replicating S-CSCF pool through the per-host records, refuses an odd pool size", func() {
+		doc := strings.ReplaceAll(base, "    size: 3", "    size: 2")
+		i := strings.LastIndex(doc, "    weight: 10")
+		doc = doc[:i] + "    weight: 10\n    scheme: mutual" + doc[i+len("    weight: 10"):]
+		t, err := topology.Parse([]byte(doc))
+		Expect(err).NotTo(HaveOccurred())
+		for name, want := range map[string]topology.Policy{
+			"pcscf1": {Restore: true, SCSCFFailover: true},
+			"icscf":  {AcceptRestore: true, SCSCFFailover: true},
+			"scscf2": {},
+		} {
+			c, err := t.NodeConfig(name)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(c.Policy()).To(Equal(want), name)
+		}
+		Expect(targets(t.Zone(), "_sip._udp.scscf2.ims.test")).To(Equal([]string{"scscf2/1", "scscf1/2"}))
+
+		_, err = topology.Parse([]byte(strings.Replace(base, "    weight: 10", "    weight: 10\n    scheme: mutual", 1)))
+		Expect(err).To(MatchError(ContainSubstring("pools.pcscf.size: 3: mutual pairs the members (1+2, 3+4, …), the size must be even")))
+	})
+
 	It("refuses a replication section without one node name per peer (older node configs had none)", func() {
 		c, err := withSchemes(topology.SchemePoolSync, "").NodeConfig("pcscf2")
 		Expect(err).NotTo(HaveOccurred())

@@ -130,10 +130,14 @@ const (
 	SchemePoolSync = "pool-sync"
 	// SchemeActiveStandby: 1+1, each member has a standby with replicated state.
 	SchemeActiveStandby = "active-standby"
+	// SchemeMutual: 1+1 mutual backup (1+1互备): members in pairs (1↔2, 3↔4, …), both active, each the
+	// partner's standby with replicated state.
+	SchemeMutual = "mutual"
 )
 
 // Schemes lists the protection schemes, the default first.
-var Schemes = []string{SchemeQuasiPool, SchemeLoadSharing, SchemeNPlus1, SchemePoolSync, SchemeActiveStandby}
+var Schemes = []string{SchemeQuasiPool, SchemeLoadSharing, SchemeNPlus1, SchemePoolSync, SchemeActiveStandby,
+	SchemeMutual}
 
 // SchemeOf returns the pool's scheme, SchemeQuasiPool when unset.
 func (p *Pool) SchemeOf() string {
@@ -147,9 +151,17 @@ func (p *Pool) SchemeOf() string {
 func SchemeRestores(scheme string) bool { return scheme == "" || scheme == SchemeQuasiPool }
 
 // SchemeReplicates reports whether a scheme copies registration state between pool members (pool-sync,
-// active-standby), so a peer's per-host SRV record leads to a member that can serve the user.
+// active-standby, mutual), so a peer's per-host SRV record leads to a member that can serve the user.
 func SchemeReplicates(scheme string) bool {
-	return scheme == SchemePoolSync || scheme == SchemeActiveStandby
+	return scheme == SchemePoolSync || scheme == SchemeActiveStandby || scheme == SchemeMutual
+}
+
+// MutualPartner returns the partner of member k (1-based) in a mutual pool: 1↔2, 3↔4, …
+func MutualPartner(k int) int {
+	if k%2 == 1 {
+		return k + 1
+	}
+	return k - 1
 }
 
 // Timers are the SIP transaction timers of a node.

@@ -197,6 +197,9 @@ func (v *validator) pool(prefix string, p Pool) {
 	if p.SchemeOf() == SchemeNPlus1 && p.Size < 2 {
 		v.add(prefix+".size", "%d: n-plus-1 needs at least one active member and the spare (size >= 2)", p.Size)
 	}
+	if p.SchemeOf() == SchemeMutual && p.Size%2 != 0 {
+		v.add(prefix+".size", "%d: mutual pairs the members (1+2, 3+4, …), the size must be even", p.Size)
+	}
 	switch {
 	case len(p.StandbyAddresses) > 0 && p.SchemeOf() != SchemeActiveStandby:
 		v.add(prefix+".standby_addresses", "only for scheme active-standby")

@@ -107,8 +107,11 @@ func (t *Topology) Zone() Zone {
 //     spare (and only the spare, while it lives) takes over a failed member's users; the spare's own per-host
 //     record is spare 1, actives 2;
 //   - active-standby: the pool record holds the active members only; member K's per-host record is K 1, its
-//     standby Kb 2, and Kb's is Kb 1, K 2: the standby takes over its member's DNS entry.
+//     standby Kb 2, and Kb's is Kb 1, K 2: the standby takes over its member's DNS entry;
+//   - mutual: the pool record holds every member at 1; member K's per-host record is K 1, its partner 2 and
+//     nobody else, so only the partner (which has the replicated state) takes over K's users.
 func (t *Topology) poolRecords(k Kind, w uint16) []Record {
+	p, _ := t.pool(k)
 	var recs []Record
 	var actives, spares, standbys []Node
 	for _, n := range t.NodesOfKind(k) {
@@ -152,6 +155,12 @@ func (t *Topology) poolRecords(k Kind, w uint16) []Record {
 					recs = append(recs, srv(name, 2, w, o))
 				}
 			}
+		case p.SchemeOf() == SchemeMutual:
+			for _, o := range actives {
+				if o.Index == MutualPartner(self.Index) {
+					recs = append(recs, srv(name, 2, w, o))
+				}
+			}
 		default:
 			for _, o := range members {
 				if o.Name != self.Name {
@@ -174,7 +183,7 @@ func (t *Topology) poolRecords(k Kind, w uint16) []Record {
 
 // ReplicationPeers returns the replication addresses (TCP, the SIP port number) a pool member pushes its
 // registration state to: every other member under pool-sync, its partner under active-standby (member K and
-// its standby Kb), nil otherwise or for a node outside the pools.
+// its standby Kb) and under mutual (member K and MutualPartner(K)), nil otherwise or for a node outside the pools.
 func (t *Topology) ReplicationPeers(name string) []string {
 	var out []string
 	for _, o := range t.ReplicationPeerNodes(name) {
@@ -201,6 +210,10 @@ func (t *Topology) ReplicationPeerNodes(name string) []Node {
 			out = append(out, o)
 		case SchemeActiveStandby:
 			if o.Index == n.Index {
+				out = append(out, o)
+			}
+		case SchemeMutual:
+			if o.Index == MutualPartner(n.Index) {
 				out = append(out, o)
 			}
 		}

@@ -3,12 +3,14 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/imslab/quasipool/internal/topology"
 	"github.com/imslab/quasipool/internal/ue"
 )
 
@@ -269,5 +271,108 @@ var _ = Describe("1+1 active-standby", Label("e2e"), func() {
 			Expect(mt.Result).To(Equal("ok"))
 			Expect(phones.Phone("user0001").Registration().Count).To(Equal(r.Count), "no re-registration")
 			Expect(countEvents(l, []string{deadS + "b"}, "sip_tx", map[string]any{"method": "INVITE"})).To(BeNumerically(">=", 2))
+		})
+})
+
+// withMutual sets both pools to the mutual scheme with 4 members: pairs 1+2 and 3+4.
+func withMutual(doc string) string {
+	for _, pool := range []string{"pcscf", "scscf"} {
+		doc = strings.Replace(doc, "  "+pool+": {size: 3,", "  "+pool+": {scheme: mutual, size: 4,", 1)
+	}
+	return doc
+}
+
+// partnerOf returns the mutual partner of pcscfK / scscfK.
+func partnerOf(name string) string {
+	k := int(name[len(name)-1] - '0')
+	return fmt.Sprintf("%s%d", name[:len(name)-1], topology.MutualPartner(k))
+}
+
+var _ = Describe("1+1 mutual backup (mutual)", Label("e2e"), func() {
+	It("replicates to the partner only, whose copy serves a dead member's users without HSS restoration; the other pair is untouched",
+		SpecTimeout(150*time.Second), func(sctx SpecContext) {
+			l := startLab(withMutual)
+			Expect(l.procs).To(HaveLen(4+4+4), "dns, hss, bac, icscf and four members per pool, no standby processes")
+			const users = 12
+			phones := startPhones(l.dns(), 1, users, 50*time.Millisecond, 0)
+			registerAll(sctx, phones, 1, users)
+			pcscfs, scscfs := []string{"pcscf1", "pcscf2", "pcscf3", "pcscf4"}, []string{"scscf1", "scscf2", "scscf3", "scscf4"}
+
+			By("every registration is copied once, to the partner of the member that holds it")
+			for _, pool := range [][]string{pcscfs, scscfs} {
+				Eventually(func() int { return countEvents(l, pool, "repl_send", map[string]any{"op": "put"}) }).
+					Should(Equal(users), "one message per registration per pool (%s…)", pool[0])
+				for _, m := range pool {
+					peer := l.topo.ReplicationPeers(partnerOf(m))
+					Expect(peer).To(HaveLen(1))
+					own := l.topo.ReplicationPeers(m)
+					Expect(own).To(HaveLen(1))
+					for _, e := range l.events(m) {
+						if e["kind"] == "repl_send" {
+							Expect(e["peer"]).To(Equal(own[0]), "%s sends to its partner %s only", m, partnerOf(m))
+						}
+					}
+				}
+			}
+
+			r := phones.Phone("user0001").Registration()
+			deadP, deadS := shortName(r.PCSCF), shortName(r.SCSCF)
+			partP, partS := partnerOf(deadP), partnerOf(deadS)
+			affected, unaffected := []string{}, []string{}
+			for i := 1; i <= users; i++ {
+				u := fmt.Sprintf("user%04d", i)
+				ri := phones.Phone(u).Registration()
+				p, s := shortName(ri.PCSCF), shortName(ri.SCSCF)
+				switch {
+				case p == deadP || s == deadS:
+					affected = append(affected, u)
+				case p != partP && s != partS:
+					unaffected = append(unaffected, u)
+				}
+			}
+			if len(unaffected) < 2 {
+				Skip("fewer than two phones on the other pairs of both pools (random registration spread)")
+			}
+			other := unaffected[0]
+			lirBefore := countEvents(l, []string{"hss"}, "cx_answer", map[string]any{"cmd": "LIR"})
+			l.kill(deadP)
+			l.kill(deadS)
+
+			By("the partners " + partP + " and " + partS + " serve every affected user in both directions at once")
+			for _, u := range affected {
+				count := phones.Phone(u).Registration().Count
+				mo := tryCall(sctx, phones, u, other)
+				Expect(mo.Result).To(Equal("ok"), "MO of %s", u)
+				mt := tryCall(sctx, phones, other, u)
+				Expect(mt.Result).To(Equal("ok"), "MT of %s", u)
+				if shortName(phones.Phone(u).Registration().PCSCF) == deadP {
+					Expect(shortName(mo.PCSCF)).To(Equal(partP), "%s's P-CSCF per-host record leads to the partner", u)
+				}
+				Expect(phones.Phone(u).Registration().Count).To(Equal(count), "no re-registration of %s", u)
+			}
+			Expect(countEvents(l, []string{partS}, "sip_tx", map[string]any{"method": "INVITE"})).To(BeNumerically(">", 0))
+
+			By("no restoration through the HSS: the MT calls' LIRs are the ordinary ones (no UAT 2), and no SAR UNREGISTERED_USER")
+			Expect(countEvents(l, []string{"hss"}, "cx_answer", map[string]any{"cmd": "LIR"})).To(BeNumerically(">", lirBefore))
+			Expect(countEvents(l, []string{"hss"}, "cx_answer", map[string]any{"cmd": "LIR", "uat": float64(2)})).To(BeZero())
+			Expect(countEvents(l, []string{"hss"}, "cx_answer", map[string]any{"cmd": "SAR", "sat": float64(3)})).To(BeZero())
+
+			By("the other pairs' users keep their own members, and their state was never copied to the partners")
+			res := tryCall(sctx, phones, unaffected[0], unaffected[1])
+			Expect(res.Result).To(Equal("ok"))
+			Expect(shortName(res.PCSCF)).To(Equal(shortName(phones.Phone(unaffected[0]).Registration().PCSCF)))
+			partners := []string{l.topo.ReplicationPeers(deadP)[0], l.topo.ReplicationPeers(deadS)[0]}
+			for _, u := range unaffected {
+				copies := 0
+				for _, m := range append(slices.Clone(pcscfs), scscfs...) {
+					for _, e := range l.events(m) {
+						if key, _ := e["key"].(string); e["kind"] == "repl_send" && strings.Contains(key, u+"@") {
+							copies++
+							Expect(partners).NotTo(ContainElement(e["peer"]), "%s's state went to %s or %s", u, partP, partS)
+						}
+					}
+				}
+				Expect(copies).To(Equal(2), "%s: one copy per pool, to the partners of its own members", u)
+			}
 		})
 })
