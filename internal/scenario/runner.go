@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -188,11 +188,11 @@ type Outcome struct {
 }
 
 type runner struct {
-	cfg    RunConfig
-	sc     *Scenario
-	log    *slog.Logger
-	out    *lockedWriter
-	report ReportBuilder
+	cfg     RunConfig
+	sc      *Scenario
+	log     *slog.Logger
+	out     *lockedWriter
+	report  ReportBuilder
 	labOpts []lab.Option
 }
 

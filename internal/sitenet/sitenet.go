@@ -28,9 +28,9 @@ var ErrRateUnsupported = errors.New("sitenet: a link's rate_kbit cannot be appli
 
 // Item is one fault to apply in one node's namespace for one link.
 type Item struct {
-	Node string       // the node whose namespace gets the fault
-	Link string       // the link: "north–south"
-	Key  string       // the key to apply it under (netfault.Set): "link north–south delay"
+	Node string // the node whose namespace gets the fault
+	Link string // the link: "north–south"
+	Key  string // the key to apply it under (netfault.Set): "link north–south delay"
 	Spec netfault.Spec
 }
 
