@@ -1,0 +1,337 @@
+package scenario_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/imslab/quasipool/internal/lab"
+	"github.com/imslab/quasipool/internal/netfault"
+	"github.com/imslab/quasipool/internal/netns"
+	"github.com/imslab/quasipool/internal/report"
+	"github.com/imslab/quasipool/internal/scenario"
+)
+
+// netEvent is a line of events/<node>.jsonl.
+type netEvent struct {
+	TNs    int64  `json:"t_ns"`
+	Kind   string `json:"kind"`
+	Peer   string `json:"peer"`
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+	Target string `json:"target"`
+	ID     string `json:"id"`
+}
+
+// traceLine is a line of trace/<node>.jsonl: one SIP message a node sent or received.
+type traceLine struct {
+	TNs  int64  `json:"t_ns"`
+	Dir  string `json:"dir"`
+	Src  string `json:"src"`
+	Dst  string `json:"dst"`
+	Data string `json:"data"`
+}
+
+func (t traceLine) text() string {
+	b, _ := base64.StdEncoding.DecodeString(t.Data)
+	return string(b)
+}
+
+// netnsRun is a run of a shipped scenario under --netns, watched while it runs.
+type netnsRun struct {
+	dir     string
+	out     *syncWriter
+	outcome *scenario.Outcome
+	err     error
+	metrics scenario.Metrics
+	done    chan struct{}
+}
+
+// syncWriter is a writer safe for the run's concurrent progress lines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
+}
+
+// startNetns runs scenarios/<name>.yaml, changed by edit, with every node in its own network namespace, in the
+// background.
+func startNetns(ctx context.Context, name, binDir string, edit func(*scenario.Scenario)) *netnsRun {
+	GinkgoHelper()
+	sc, err := scenario.Load("../../scenarios/" + name + ".yaml")
+	Expect(err).NotTo(HaveOccurred())
+	edit(sc)
+	Expect(sc.Validate()).To(Succeed())
+	r := &netnsRun{dir: filepath.Join(GinkgoT().TempDir(), "run"), done: make(chan struct{}),
+		out: &syncWriter{w: &strings.Builder{}}}
+	go func() {
+		defer GinkgoRecover()
+		defer close(r.done)
+		r.outcome, r.err = scenario.Run(ctx, scenario.RunConfig{Scenario: sc, RunDir: r.dir, BinDir: binDir,
+			Progress: 5 * time.Second, GracePeriod: 2 * time.Second, Netns: true},
+			scenario.WithOutput(r.out),
+			scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+			scenario.WithReportBuilder(func(dir string) (scenario.Metrics, error) {
+				m, err := report.Build(dir)
+				if err == nil {
+					r.metrics = m
+				}
+				return m, err
+			}))
+	}()
+	return r
+}
+
+// wait waits for the run and prints its output.
+func (r *netnsRun) wait() {
+	GinkgoHelper()
+	Eventually(r.done, 4*time.Minute).Should(BeClosed())
+	GinkgoWriter.Println(r.out.String())
+}
+
+// labEvent waits for the first lab event of kind and returns it.
+func (r *netnsRun) labEvent(kind string) netEvent {
+	GinkgoHelper()
+	var ev netEvent
+	Eventually(func() bool {
+		b, _ := os.ReadFile(filepath.Join(r.dir, "events", "lab.jsonl"))
+		for _, l := range bytes.Split(b, []byte("\n")) {
+			if bytes.Contains(l, []byte(`"kind":"`+kind+`"`)) {
+				evs := readJSONLBytes[netEvent](l)
+				ev = evs[0]
+				return true
+			}
+		}
+		return false
+	}, 3*time.Minute, 100*time.Millisecond).Should(BeTrue(), "lab event %s", kind)
+	return ev
+}
+
+func readJSONLBytes[T any](line []byte) []T {
+	GinkgoHelper()
+	f := filepath.Join(GinkgoT().TempDir(), "l.jsonl")
+	Expect(os.WriteFile(f, line, 0o644)).To(Succeed())
+	return readJSONL[T](f)
+}
+
+func (r *netnsRun) events(node string) []netEvent {
+	return readJSONL[netEvent](filepath.Join(r.dir, "events", node+".jsonl"))
+}
+
+func (r *netnsRun) trace(node string) []traceLine {
+	return readJSONL[traceLine](filepath.Join(r.dir, "trace", node+".jsonl"))
+}
+
+// nodeAddr returns a node's namespace address from the run's topology.yaml.
+func nodeAddr(dir, node string) string {
+	GinkgoHelper()
+	b, err := os.ReadFile(filepath.Join(dir, "config", node+".yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	for _, l := range strings.Split(string(b), "\n") {
+		if i := strings.Index(l, "listen:"); i >= 0 && strings.Contains(l, "10.89.") {
+			v := strings.Trim(strings.TrimSpace(l[i+len("listen:"):]), `"`)
+			return strings.Split(v, ":")[0]
+		}
+	}
+	Fail("no namespace address in the configuration of " + node)
+	return ""
+}
+
+func nftRuleset(ctx context.Context, ns string) string {
+	GinkgoHelper()
+	out, err := netns.Exec(ctx, ns, "nft", "list", "ruleset")
+	Expect(err).NotTo(HaveOccurred())
+	return out
+}
+
+var _ = Describe("network faults in the real lab (every node in its own namespace)", Label("netns", "e2e"), Ordered, func() {
+	var binDir string
+	BeforeAll(func(ctx SpecContext) {
+		if err := netns.Check(); err != nil {
+			if os.Getenv("IMSLAB_REQUIRE_NETNS") != "" {
+				Fail("network namespaces are required (IMSLAB_REQUIRE_NETNS is set): " + err.Error())
+			}
+			Skip(err.Error())
+		}
+		binDir = buildNodes(ctx)
+	}, NodeTimeout(5*time.Minute))
+
+	It("partition-bac-pcscf: the BAC loses pcscf1 while pcscf1, alive, keeps exchanging with the S-CSCFs; the heal leaves no rule",
+		SpecTimeout(5*time.Minute), func(ctx SpecContext) {
+			r := startNetns(ctx, "partition-bac-pcscf", binDir, func(sc *scenario.Scenario) {
+				sc.Duration, sc.Seed = 36*time.Second, 42
+				sc.Faults[0].At, sc.Faults[0].For = 10*time.Second, 12*time.Second
+			})
+			up := r.labEvent("netns_up")
+			ns := netns.NamespaceName(up.ID, "pcscf1")
+
+			By("while it lasts, pcscf1's namespace holds the partition: a drop of the BAC's address")
+			r.labEvent("fault")
+			bac := nodeAddr(r.dir, "bac")
+			rules := nftRuleset(ctx, ns)
+			Expect(rules).To(And(ContainSubstring("imslab_fault_partition"), ContainSubstring(bac), ContainSubstring("drop")))
+			Expect(nftRuleset(ctx, netns.NamespaceName(up.ID, "bac"))).NotTo(ContainSubstring("imslab_fault"),
+				"the partition is applied on pcscf1's side only")
+
+			By("after the heal nothing of it is left")
+			r.labEvent("fault_heal")
+			Expect(nftRuleset(ctx, ns)).NotTo(ContainSubstring("imslab_fault"))
+			r.wait()
+			Expect(r.err).NotTo(HaveOccurred())
+			for _, res := range r.outcome.Results {
+				Expect(res.OK).To(BeTrue(), "%s: %v", res.Title(), res)
+			}
+
+			var from, to int64
+			for _, e := range r.events("lab") {
+				switch {
+				case e.Kind == "fault" && e.Target == "pcscf1":
+					from = e.TNs
+				case e.Kind == "fault_heal" && e.Target == "pcscf1":
+					to = e.TNs
+				case e.Target == "pcscf1" && (e.Kind == "kill" || e.Kind == "exit" || e.Kind == "stop"):
+					Fail("pcscf1 was not to be stopped: " + e.Kind)
+				}
+			}
+			Expect(from).NotTo(BeZero())
+			Expect(to).To(BeNumerically(">", from))
+
+			By("the BAC's probes to pcscf1 failed: it marked pcscf1 down during the partition, up after it")
+			var down, upAgain bool
+			for _, e := range r.events("bac") {
+				if e.Kind == "peer_state" && strings.HasPrefix(e.Peer, "pcscf1.") {
+					if e.State == "down" && e.TNs > from && e.TNs < to {
+						down = true
+						Expect(e.Reason).To(Equal("probe_timeout"), "silent drop: the probes time out")
+					}
+					if e.State == "up" && e.TNs > to {
+						upAgain = true
+					}
+				}
+			}
+			Expect(down).To(BeTrue(), "the BAC marked pcscf1 down during the partition")
+			Expect(upAgain).To(BeTrue(), "the BAC marked pcscf1 up again after the heal")
+
+			By("pcscf1, alive, saw the BAC go and never an S-CSCF")
+			sawBACDown := false
+			for _, e := range r.events("pcscf1") {
+				if e.Kind == "peer_state" && e.State == "down" && e.TNs > from && e.TNs < to {
+					Expect(e.Peer).To(HavePrefix("bac."), "pcscf1 lost only the BAC")
+					sawBACDown = true
+				}
+			}
+			Expect(sawBACDown).To(BeTrue(), "pcscf1 ran and noticed the partition from its side")
+
+			By("pcscf1's own trace: OPTIONS answered by the S-CSCFs throughout, nothing from the BAC")
+			scscf := map[string]bool{}
+			for _, n := range []string{"scscf1", "scscf2", "scscf3"} {
+				scscf[nodeAddr(r.dir, n)] = true
+			}
+			answeredBy := map[string]bool{}
+			settled := from + int64(3*time.Second) // transactions in flight at the cut are over
+			for _, t := range r.trace("pcscf1") {
+				if t.TNs < settled || t.TNs > to {
+					continue
+				}
+				src := strings.Split(t.Src, ":")[0]
+				Expect(src).NotTo(Equal(bac), "nothing from the BAC reached pcscf1 during the partition")
+				if t.Dir == "in" && scscf[src] && strings.HasPrefix(t.text(), "SIP/2.0 200") {
+					answeredBy[src] = true
+				}
+			}
+			Expect(answeredBy).To(HaveLen(3), "every S-CSCF answered pcscf1 during the partition")
+		})
+
+	It("loss-pcscf: the lost packets show up as SIP retransmissions and nearly every call is answered",
+		SpecTimeout(5*time.Minute), func(ctx SpecContext) {
+			r := startNetns(ctx, "loss-pcscf", binDir, func(sc *scenario.Scenario) {
+				sc.Duration, sc.Seed = 36*time.Second, 42
+				sc.Faults[0].At, sc.Faults[0].For = 10*time.Second, 14*time.Second
+				sc.Faults[0].Loss = 10 // more loss in a shorter run: retransmissions for sure
+			})
+			r.wait()
+			Expect(r.err).NotTo(HaveOccurred())
+			var from, to int64
+			for _, e := range r.events("lab") {
+				if e.Kind == "fault" {
+					from = e.TNs
+				}
+				if e.Kind == "fault_heal" {
+					to = e.TNs
+				}
+			}
+			Expect(to).To(BeNumerically(">", from))
+			// A retransmission is a message a node sends again byte for byte (same Via branch, same CSeq).
+			retrans := func(node string, lo, hi int64) int {
+				seen, n := map[string]bool{}, 0
+				for _, t := range r.trace(node) {
+					if t.Dir != "out" || t.TNs < lo || t.TNs > hi {
+						continue
+					}
+					if seen[t.Data] {
+						n++
+					}
+					seen[t.Data] = true
+				}
+				return n
+			}
+			window := to - from
+			during := retrans("bac", from, to) + retrans("pcscf1", from, to)
+			before := retrans("bac", from-window, from) + retrans("pcscf1", from-window, from)
+			GinkgoWriter.Printf("retransmissions by the BAC and pcscf1: %d during the loss, %d in as long before\n", during, before)
+			Expect(during).To(BeNumerically(">", before+5), "the loss made the BAC and pcscf1 retransmit")
+			m := r.metrics
+			answered, _ := m.Lookup("calls.answered")
+			total, _ := m.Lookup("calls.total")
+			Expect(answered).To(BeNumerically(">=", 0.95*total), "retransmissions carried nearly every call through")
+			failed, _ := m.Lookup("registrations.failed")
+			Expect(failed).To(BeZero())
+			after, _ := m.Lookup("faults.0.after_heal.answered")
+			afterCalls, _ := m.Lookup("faults.0.after_heal.calls")
+			Expect(after).To(BeNumerically(">=", 0.99*afterCalls), "after the heal calls succeed as before")
+		})
+
+	It("wan-latency: normal service and a cross-site takeover over a 20 ms, 1 % loss link",
+		SpecTimeout(5*time.Minute), func(ctx SpecContext) {
+			r := startNetns(ctx, "wan-latency", binDir, func(sc *scenario.Scenario) {
+				sc.Duration, sc.Seed = 30*time.Second, 42
+				sc.Faults[0].At = 10 * time.Second
+			})
+			r.wait()
+			if r.err != nil && errors.Is(r.err, netfault.ErrUnsupported) {
+				Skip("the site link's delay cannot be applied on this kernel: " + r.err.Error())
+			}
+			Expect(r.err).NotTo(HaveOccurred())
+			Expect(r.outcome.Passed).To(BeTrue(), r.out.String())
+			found := false
+			for _, e := range readJSONL[map[string]any](filepath.Join(r.dir, "events", "lab.jsonl")) {
+				if e["kind"] == "links" {
+					found = true
+				}
+			}
+			Expect(found).To(BeTrue(), "the lab applied the links")
+		})
+})
+
+var _ = lab.NodeDevice // the namespace backend's interface, named in the docs
