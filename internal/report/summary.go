@@ -65,6 +65,8 @@ type Fault struct {
 	TimeToDetectS map[string]float64 `json:"time_to_detect_s"`
 	// Nodes are the nodes of a pool or site target (absent for a node target).
 	Nodes []string `json:"nodes,omitempty"`
+	// Params are the fault's parameters in words ("peers bac, silent drop"; absent when it has none).
+	Params string `json:"params,omitempty"`
 	// HealS is the offset of the lab's fault_heal event of this fault (the kinds that record one; absent when
 	// it was not healed or the kind records none).
 	HealS *float64 `json:"heal_s,omitempty"`
