@@ -188,7 +188,7 @@ var _ = Describe("network faults in the real lab (every node in its own namespac
 			ns := netns.NamespaceName(up.ID, "pcscf1")
 
 			By("while it lasts, pcscf1's namespace holds the partition: a drop of the BAC's address")
-			r.labEvent("fault")
+			r.labEvent("net_fault") // recorded once the table is in place (the fault event comes just before)
 			bac := nodeAddr(r.dir, "bac")
 			rules := nftRuleset(ctx, ns)
 			Expect(rules).To(And(ContainSubstring("imslab_fault_partition"), ContainSubstring(bac), ContainSubstring("drop")))
