@@ -107,7 +107,7 @@ func startNetns(ctx context.Context, name, binDir string, edit func(*scenario.Sc
 // wait waits for the run and prints its output.
 func (r *netnsRun) wait() {
 	GinkgoHelper()
-	Eventually(r.done, 4*time.Minute).Should(BeClosed())
+	Eventually(r.done, 7*time.Minute).Should(BeClosed()) // the report of a loaded machine's run takes minutes
 	GinkgoWriter.Println(r.out.String())
 }
 
@@ -166,20 +166,41 @@ func nftRuleset(ctx context.Context, ns string) string {
 	return out
 }
 
-var _ = Describe("network faults in the real lab (every node in its own namespace)", Label("netns", "e2e"), Ordered, ContinueOnFailure, func() {
+// netnsBins holds the node binaries built once for the network-fault specs (removed after the suite).
+var netnsBins struct {
+	sync.Mutex
+	dir string
+}
+
+var _ = AfterSuite(func() {
+	netnsBins.Lock()
+	defer netnsBins.Unlock()
+	if netnsBins.dir != "" {
+		Expect(os.RemoveAll(netnsBins.dir)).To(Succeed())
+	}
+})
+
+var _ = Describe("network faults in the real lab (every node in its own namespace)", Label("netns", "e2e"), func() {
 	var binDir string
-	BeforeAll(func(ctx SpecContext) {
+	BeforeEach(func(ctx SpecContext) {
 		if err := netns.Check(); err != nil {
 			if os.Getenv("IMSLAB_REQUIRE_NETNS") != "" {
 				Fail("network namespaces are required (IMSLAB_REQUIRE_NETNS is set): " + err.Error())
 			}
 			Skip(err.Error())
 		}
-		binDir = buildNodes(ctx)
+		netnsBins.Lock()
+		defer netnsBins.Unlock()
+		if netnsBins.dir == "" {
+			dir, err := os.MkdirTemp("", "netns-bins-")
+			Expect(err).NotTo(HaveOccurred())
+			netnsBins.dir = buildNodesInto(ctx, dir)
+		}
+		binDir = netnsBins.dir
 	}, NodeTimeout(5*time.Minute))
 
 	It("partition-bac-pcscf: the BAC loses pcscf1 while pcscf1, alive, keeps exchanging with the S-CSCFs; the heal leaves no rule",
-		SpecTimeout(5*time.Minute), func(ctx SpecContext) {
+		SpecTimeout(9*time.Minute), func(ctx SpecContext) {
 			r := startNetns(ctx, "partition-bac-pcscf", binDir, func(sc *scenario.Scenario) {
 				sc.Duration, sc.Seed = 36*time.Second, 42
 				sc.Faults[0].At, sc.Faults[0].For = 10*time.Second, 12*time.Second
@@ -265,7 +286,7 @@ var _ = Describe("network faults in the real lab (every node in its own namespac
 		})
 
 	It("loss-pcscf: the lost packets show up as SIP retransmissions and most calls are still answered",
-		SpecTimeout(5*time.Minute), func(ctx SpecContext) {
+		SpecTimeout(9*time.Minute), func(ctx SpecContext) {
 			r := startNetns(ctx, "loss-pcscf", binDir, func(sc *scenario.Scenario) {
 				sc.Duration, sc.Seed = 36*time.Second, 42
 				sc.Faults[0].At, sc.Faults[0].For = 10*time.Second, 14*time.Second
@@ -319,7 +340,7 @@ var _ = Describe("network faults in the real lab (every node in its own namespac
 		})
 
 	It("wan-latency: normal service and a cross-site takeover over a 20 ms, 1 % loss link",
-		SpecTimeout(5*time.Minute), func(ctx SpecContext) {
+		SpecTimeout(9*time.Minute), func(ctx SpecContext) {
 			r := startNetns(ctx, "wan-latency", binDir, func(sc *scenario.Scenario) {
 				sc.Duration, sc.Seed = 30*time.Second, 42
 				sc.Faults[0].At = 10 * time.Second
