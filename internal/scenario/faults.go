@@ -313,7 +313,8 @@ type NetLab interface {
 	NetCheck() error
 	// NetAddrs returns the addresses a node is reached at (every network it is on).
 	NetAddrs(node string) ([]netip.Addr, error)
-	// ApplyNet applies spec in node's network namespace under key (netfault.Set.Apply); HealNet heals it.
+	// ApplyNet applies spec in node's network namespace under key (netfault.Set.Apply); HealNet heals it. A Rate
+	// or Delay without a Device is for the lab to bind to the node's interface(s).
 	ApplyNet(ctx context.Context, node, key string, spec netfault.Spec) error
 	HealNet(ctx context.Context, node, key string) error
 }

@@ -124,8 +124,8 @@ func netKinds() []FaultKind {
 				"bucket as the root qdisc of each of its interfaces, packets over the rate queued up to 50 ms, then " +
 				"dropped); it cannot be limited to some peers (tbf shapes a whole interface); with for, healed " +
 				"after that long (network namespaces)",
-			Inject: applyNet(func(context.Context, NetLab, Fault, string) (netfault.Spec, error) {
-				return netfault.Rate{Rate: "" /* filled below */}, nil
+			Inject: applyNet(func(_ context.Context, _ NetLab, f Fault, _ string) (netfault.Spec, error) {
+				return netfault.Rate{Rate: f.Rate}, nil // no device: the lab's interface(s) (NetLab.ApplyNet)
 			}),
 			Fix: healNet, Active: "rate-limited", Records: true,
 			check: func(f Fault, _ []string, _ *topology.Topology) (string, string) {
@@ -274,10 +274,6 @@ func applyNet(build func(ctx context.Context, nl NetLab, f Fault, node string) (
 		spec, err := build(ctx, nl, f, node)
 		if err != nil {
 			return fmt.Errorf("%s: %w", node, err)
-		}
-		if r, ok := spec.(netfault.Rate); ok {
-			r.Rate = f.Rate // the device is the lab's to fill in (NetLab.ApplyNet: "" = every interface)
-			spec = r
 		}
 		return nl.ApplyNet(ctx, node, NetKey(f), spec)
 	}
