@@ -16,6 +16,8 @@ import (
 	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/netfault"
 	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/topology"
+	"github.com/imslab/quasipool/topologies"
 )
 
 // netLab is a recordingLab that applies network faults: it records each ApplyNet/HealNet with its spec. Node
@@ -207,5 +209,19 @@ var _ = Describe("a scenario with a network fault on a lab without namespaces", 
 		Expect(err).To(MatchError(scenario.ErrNeedsNetns))
 		Expect(err.Error()).To(ContainSubstring("has a network fault (partition)"))
 		Expect(filepath.Join(runDir, "events", "pcscf1.jsonl")).NotTo(BeAnExistingFile(), "no node was started")
+	})
+})
+
+var _ = Describe("the wan-latency scenario", Label("unit"), func() {
+	It("has the sites and pools of topologies/two-sites.yaml and its 20 ms link, with 1 % loss", func() {
+		s, err := scenario.Load("../../scenarios/wan-latency.yaml")
+		Expect(err).NotTo(HaveOccurred())
+		t, err := topology.Parse(topologies.TwoSites)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.Topology.Sites).To(Equal(t.Sites))
+		Expect(s.Topology.Pools).To(Equal(t.Pools))
+		want := t.Links()
+		want[0].Loss = 1
+		Expect(s.Topology.Links()).To(Equal(want))
 	})
 })
