@@ -136,6 +136,11 @@ func readJSONLBytes[T any](line []byte) []T {
 	return readJSONL[T](f)
 }
 
+// r0 reads a node's events from a run directory.
+func r0(dir, node string) []netEvent {
+	return readJSONL[netEvent](filepath.Join(dir, "events", node+".jsonl"))
+}
+
 func (r *netnsRun) events(node string) []netEvent {
 	return readJSONL[netEvent](filepath.Join(r.dir, "events", node+".jsonl"))
 }
@@ -341,6 +346,88 @@ var _ = Describe("network faults in the real lab (every node in its own namespac
 			after, _ := m.Lookup("faults.0.after_heal.answered")
 			afterCalls, _ := m.Lookup("faults.0.after_heal.calls")
 			Expect(after).To(BeNumerically(">=", 0.99*afterCalls), "after the heal calls succeed as before")
+		})
+
+	It("isolate, site-isolate and rate: applied in the right namespaces, seen by the right nodes, healed",
+		SpecTimeout(9*time.Minute), func(ctx SpecContext) {
+			sc, err := scenario.Parse([]byte(`name: netkinds
+duration: 20s
+seed: 1
+topology:
+  pools: {pcscf: {size: 4}, scscf: {size: 4}}
+  registration: {expires: 300s}
+  sites:
+    - {name: north, nodes: [dnsd, hss, bac, icscf], pcscf: [1, 2], scscf: [1, 2]}
+    - {name: south, pcscf: [3, 4], scscf: [3, 4]}
+traffic: {phones: 12, call_rate: 2, probe_interval: 1s, hold: 200ms, call_timeout: 5s}
+faults:
+  - {kind: rate, target: pcscf2, rate: 1mbit, at: 3s, for: 5s}
+  - {kind: isolate, target: scscf1, at: 3s, for: 5s}
+  - {kind: site-isolate, target: "site:south", at: 10s, for: 5s}
+`))
+			Expect(err).NotTo(HaveOccurred())
+			dir := filepath.Join(GinkgoT().TempDir(), "run")
+			var out strings.Builder
+			var sum scenario.Metrics
+			_, err = scenario.Run(ctx, scenario.RunConfig{Scenario: sc, RunDir: dir, BinDir: binDir, GracePeriod: 2 * time.Second,
+				Netns: true}, scenario.WithOutput(&out),
+				scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+				scenario.WithReportBuilder(func(d string) (scenario.Metrics, error) {
+					m, err := report.Build(d)
+					sum = m
+					return m, err
+				}))
+			GinkgoWriter.Println(out.String())
+			Expect(err).NotTo(HaveOccurred())
+			Expect(sum).NotTo(BeNil())
+
+			By("each node got its own spec under the fault's key")
+			specs := map[string]string{}
+			var id string
+			for _, e := range readJSONL[map[string]any](filepath.Join(dir, "events", "lab.jsonl")) {
+				if e["kind"] == "net_fault" {
+					specs[e["target"].(string)] = e["spec"].(string)
+				}
+				if e["kind"] == "netns_up" {
+					id = e["id"].(string)
+				}
+			}
+			Expect(specs).To(HaveLen(6))
+			Expect(specs["pcscf2"]).To(Equal("rate 1mbit dev eth0"))
+			Expect(specs["scscf1"]).To(Equal("isolate except=[]"))
+			for _, n := range []string{"pcscf3", "pcscf4", "scscf3", "scscf4"} {
+				Expect(specs[n]).To(HavePrefix("isolate except="))
+				for _, o := range []string{"pcscf3", "pcscf4", "scscf3", "scscf4"} {
+					if o != n {
+						Expect(specs[n]).To(ContainSubstring(nodeAddr(dir, o)+"/32"), "%s keeps %s", n, o)
+					}
+				}
+				Expect(specs[n]).NotTo(ContainSubstring(nodeAddr(dir, "bac")+"/"))
+			}
+
+			By("an isolated node is lost to everyone; an isolated site to the nodes outside it only")
+			down := func(watcher, peer string) bool {
+				for _, e := range r0(dir, watcher) {
+					if e.Kind == "peer_state" && e.State == "down" && strings.HasPrefix(e.Peer, peer+".") {
+						return true
+					}
+				}
+				return false
+			}
+			for _, w := range []string{"icscf", "pcscf1", "scscf2"} {
+				Expect(down(w, "scscf1")).To(BeTrue(), "%s lost the isolated scscf1", w)
+			}
+			Expect(down("bac", "pcscf3")).To(BeTrue(), "the BAC lost the isolated south")
+			// pcscf3 probes every S-CSCF it forwards to: it loses north's scscf2 (never faulted itself) and keeps
+			// its own site's.
+			Expect(down("pcscf3", "scscf2")).To(BeTrue(), "pcscf3 lost north during the site isolation")
+			Expect(down("pcscf3", "scscf3") || down("pcscf3", "scscf4")).To(BeFalse(), "inside the site pcscf3 kept scscf3/4")
+
+			By("every heal succeeded (netfault checks each namespace is as before; a failed heal fails the run) and the namespaces went with the lab")
+			for _, n := range []string{"pcscf2", "scscf1", "pcscf3", "scscf4"} {
+				Expect(filepath.Join("/run/netns", netns.NamespaceName(id, n))).NotTo(BeAnExistingFile(),
+					"the lab's namespaces are gone with it")
+			}
 		})
 
 	It("wan-latency: normal service and a cross-site takeover over a 20 ms, 1 % loss link",
