@@ -402,7 +402,7 @@ faults:
 						Expect(specs[n]).To(ContainSubstring(nodeAddr(dir, o)+"/32"), "%s keeps %s", n, o)
 					}
 				}
-				Expect(specs[n]).NotTo(ContainSubstring(nodeAddr(dir, "bac")+"/"))
+				Expect(specs[n]).NotTo(ContainSubstring(nodeAddr(dir, "bac") + "/"))
 			}
 
 			By("an isolated node is lost to everyone; an isolated site to the nodes outside it only")
