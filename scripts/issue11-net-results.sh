@@ -14,6 +14,7 @@ if [[ "${1:-}" == "--run" ]]; then
   go build -o runs/imslab-net ./cmd/imslab
   for r in "${runs[@]}"; do
     s=${r%%:*} seed=${r##*:}
+    rm -rf "runs/issue11-$s-seed$seed" # a run directory is appended to: start from nothing
     runs/imslab-net run "scenarios/$s.yaml" --netns --seed "$seed" --out "runs/issue11-$s-seed$seed" >/dev/null || true
     mkdir -p "$dir/$s-seed$seed"
     cp "runs/issue11-$s-seed$seed/summary.json" "runs/issue11-$s-seed$seed/expectations.json" "$dir/$s-seed$seed/"
