@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/imslab/quasipool/internal/netfault"
 	"github.com/imslab/quasipool/internal/netns"
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/topology"
@@ -115,6 +116,7 @@ type Lab struct {
 
 	netnsCheck func() error
 	net        *netns.Network // Config.Netns: the lab network (nil otherwise)
+	faults     *netfault.Set  // Config.Netns: the network faults applied (site links, scenario faults)
 }
 
 // node is one node of the topology and its current process, if any.
@@ -255,6 +257,9 @@ func (l *Lab) Topology() *topology.Topology { return l.cfg.Topology }
 func (l *Lab) Close() error {
 	var errs []error
 	if l.net != nil {
+		if err := l.healAllNet(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := l.net.Destroy(context.Background()); err != nil {
 			errs = append(errs, fmt.Errorf("lab: removing the namespace network: %w", err))
 		} else {
@@ -291,6 +296,9 @@ func (l *Lab) Up(ctx context.Context) error {
 		l.log.Info("removed cpu cgroups a crashed run left behind", "cgroups", stale)
 	}
 	l.events.Emit("lab_up", map[string]any{"run_dir": l.cfg.RunDir, "nodes": l.runNames()})
+	if err := l.applyLinks(ctx); err != nil {
+		return err
+	}
 	for _, n := range l.nodes {
 		if !n.runnable || !n.selected {
 			continue
@@ -330,6 +338,9 @@ func (l *Lab) Down() error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if err := l.healAllNet(); err != nil { // the site links and the network faults still in place
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

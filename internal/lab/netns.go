@@ -33,6 +33,7 @@ func (l *Lab) createNetwork() error {
 		return fmt.Errorf("lab: netns: %w", err)
 	}
 	l.net, l.cfg.Topology = nw, t
+	l.faults = l.newFaultSet()
 	return nil
 }
 

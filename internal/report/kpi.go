@@ -54,7 +54,8 @@ func analyse(r *run) *analysis {
 	used := map[int]bool{}
 	for _, f := range sc.Faults {
 		fl := Fault{Kind: f.Kind, Target: f.Target, AtS: f.AtS, ForS: f.ForS, TimeToDetectS: map[string]float64{},
-			Nodes: f.Nodes, PlannedTarget: f.PlannedTarget, PlannedAtS: f.PlannedAtS, JitterS: f.JitterS}
+			Nodes: f.Nodes, PlannedTarget: f.PlannedTarget, PlannedAtS: f.PlannedAtS, JitterS: f.JitterS,
+			Params: f.params()}
 		fl.t0Ns = sc.StartNs + int64(math.Round(f.AtS*1e9))
 		for i, e := range r.events {
 			if used[i] || e.Kind != "fault" || e.Node != "lab" && e.Node != "" || e.Target != f.Target || e.Fault == "resume" {

@@ -41,6 +41,54 @@ type scenarioFault struct {
 	PlannedTarget string   `json:"planned_target"`
 	PlannedAtS    *float64 `json:"planned_at_s"`
 	JitterS       float64  `json:"jitter_s"`
+	// The parameters of the kinds that have some (scenario.json, docs/scenarios.md "Faults").
+	Mode          string   `json:"mode"`
+	PeriodS       float64  `json:"period_s"`
+	CPUPercent    int      `json:"cpu_percent"`
+	Peers         []string `json:"peers"`
+	Direction     string   `json:"direction"`
+	Reject        bool     `json:"reject"`
+	LossPercent   float64  `json:"loss_percent"`
+	Rate          string   `json:"rate"`
+	DelayMs       float64  `json:"delay_ms"`
+	DelayJitterMs float64  `json:"delay_jitter_ms"`
+}
+
+// params describes a fault's parameters in a few words ("" when it has none): "peers bac, both, silent drop".
+func (f scenarioFault) params() string {
+	var p []string
+	if f.Mode != "" {
+		p = append(p, "mode "+f.Mode)
+	}
+	if f.PeriodS > 0 {
+		p = append(p, fmt.Sprintf("period %g s", f.PeriodS))
+	}
+	if f.CPUPercent > 0 {
+		p = append(p, fmt.Sprintf("%d %% CPU", f.CPUPercent))
+	}
+	if f.LossPercent > 0 {
+		p = append(p, fmt.Sprintf("%g %% loss", f.LossPercent))
+	}
+	if f.Rate != "" {
+		p = append(p, "rate "+f.Rate)
+	}
+	if f.DelayMs > 0 {
+		d := fmt.Sprintf("delay %g ms", f.DelayMs)
+		if f.DelayJitterMs > 0 {
+			d += fmt.Sprintf(" ± %g ms", f.DelayJitterMs)
+		}
+		p = append(p, d)
+	}
+	if len(f.Peers) > 0 {
+		p = append(p, "peers "+strings.Join(f.Peers, ", "))
+	}
+	if f.Direction != "" {
+		p = append(p, "direction "+f.Direction)
+	}
+	if f.Kind == "partition" {
+		p = append(p, map[bool]string{true: "reject", false: "silent drop"}[f.Reject])
+	}
+	return strings.Join(p, ", ")
 }
 
 // record is one line of records.jsonl (internal/ue.Record; only the fields the report uses).

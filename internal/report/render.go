@@ -135,6 +135,9 @@ func whatRan(r *run, s *Summary) []kpiRow {
 	}
 	for _, f := range s.Faults {
 		v := fmt.Sprintf("%s %s at %.3f s", f.Kind, f.Target, f.T0S)
+		if f.Params != "" {
+			v += " (" + f.Params + ")"
+		}
 		if f.ForS > 0 {
 			v += fmt.Sprintf(" for %.1f s", f.ForS)
 		}

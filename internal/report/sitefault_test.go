@@ -1,6 +1,9 @@
 package report_test
 
 import (
+	"os"
+	"path/filepath"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -37,5 +40,31 @@ var _ = Describe("a site fault", Label("unit"), func() {
 		Expect(*f.During).To(Equal(report.Window{FromS: 10.2, ToS: 20.2, Calls: 2, Answered: 1, Failed: 1, AnsweredInWindow: 1}))
 		Expect(*f.AfterHeal).To(Equal(report.Window{FromS: 20.3, ToS: 30, Calls: 1, Answered: 1, AnsweredInWindow: 1}))
 		Expect(lookup(s, "faults.0.during.answered")).To(Equal(1.0))
+	})
+})
+
+var _ = Describe("a network fault", Label("unit"), func() {
+	It("shows its parameters with its instant and heal in the summary and report.md", func() {
+		dir := GinkgoT().TempDir()
+		r := newRunDir(dir)
+		r.file("scenario.json", `{"name": "partition-bac-pcscf", "seed": 1, "start_ns": 1767000000000000000, "duration_s": 30,
+			"faults": [{"kind": "partition", "target": "pcscf1", "at_s": 10, "for_s": 10, "peers": ["bac"]},
+			{"kind": "loss", "target": "pcscf2", "at_s": 22, "for_s": 5, "loss_percent": 5, "direction": "in"}]}`)
+		r.register(1, 1, "initial", "pcscf1", "scscf1", "ok")
+		r.event("lab", "fault", 10.1, map[string]any{"fault": "partition", "target": "pcscf1", "peers": []string{"bac"}})
+		r.event("lab", "fault_heal", 20.2, map[string]any{"fault": "partition", "target": "pcscf1"})
+		r.event("lab", "fault", 22.1, map[string]any{"fault": "loss", "target": "pcscf2", "loss_percent": 5})
+		r.event("lab", "fault_heal", 27.1, map[string]any{"fault": "loss", "target": "pcscf2"})
+		r.call("c1", 1, 1, 5, "ok", 100, true)
+		r.write()
+		s, err := report.Build(dir)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.Faults[0].Params).To(Equal("peers bac, silent drop"))
+		Expect(*s.Faults[0].HealS).To(Equal(20.2))
+		Expect(s.Faults[1].Params).To(Equal("5 % loss, direction in"))
+		b, err := os.ReadFile(filepath.Join(dir, "report.md"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(b)).To(And(ContainSubstring("partition pcscf1 at 10.100 s (peers bac, silent drop)"),
+			ContainSubstring("loss pcscf2 at 22.100 s (5 % loss, direction in)")))
 	})
 })

@@ -73,6 +73,8 @@ type Fault struct {
 	PlannedTarget string   `json:"planned_target,omitempty"`
 	PlannedAtS    *float64 `json:"planned_at_s,omitempty"`
 	JitterS       float64  `json:"jitter_s,omitempty"`
+	// Params are the fault's parameters in words ("peers bac, silent drop"; absent when it has none).
+	Params string `json:"params,omitempty"`
 	// HealS is the offset of the lab's fault_heal event of this fault (the kinds that record one; absent when
 	// it was not healed or the kind records none).
 	HealS *float64 `json:"heal_s,omitempty"`

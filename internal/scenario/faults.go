@@ -67,6 +67,27 @@ func noParams(f Fault) (string, string) {
 	case f.CPUPercent != 0:
 		return "cpu_percent", "only for slow"
 	}
+	return noNetParams(f)
+}
+
+// noNetParams rejects the network-fault fields on a kind that takes none of them.
+func noNetParams(f Fault) (string, string) {
+	switch {
+	case len(f.Peers) > 0:
+		return "peers", "only for partition, loss and delay"
+	case f.Direction != "":
+		return "direction", "only for partition, loss and rate"
+	case f.Reject:
+		return "reject", "only for partition"
+	case f.Loss != 0:
+		return "loss", "only for loss"
+	case f.Rate != "":
+		return "rate", "only for rate"
+	case f.Delay != 0:
+		return "delay", "only for delay"
+	case f.DelayJitter != 0:
+		return "delay_jitter", "only for delay"
+	}
 	return "", ""
 }
 
@@ -165,6 +186,9 @@ var faultKinds = map[string]FaultKind{
 			case f.CPUPercent != 0:
 				return "cpu_percent", "only for slow"
 			}
+			if field, msg := noNetParams(f); field != "" {
+				return field, msg
+			}
 			return checkOneNode(f, nodes, t, topology.KindHSS)
 		},
 	},
@@ -222,6 +246,9 @@ var faultKinds = map[string]FaultKind{
 			case f.CPUPercent != 0:
 				return "cpu_percent", "only for slow"
 			}
+			if field, msg := noNetParams(f); field != "" {
+				return field, msg
+			}
 			return checkOneNode(f, nodes, t)
 		},
 	},
@@ -254,9 +281,18 @@ var faultKinds = map[string]FaultKind{
 			case f.Period != 0:
 				return "period", "only for flap"
 			}
+			if field, msg := noNetParams(f); field != "" {
+				return field, msg
+			}
 			return checkOneNode(f, nodes, t)
 		},
 	},
+}
+
+func init() {
+	for _, k := range netKinds() {
+		faultKinds[k.Name] = k
+	}
 }
 
 // ErrUnsupported is a fault the backend cannot carry out.
@@ -277,7 +313,8 @@ type NetLab interface {
 	NetCheck() error
 	// NetAddrs returns the addresses a node is reached at (every network it is on).
 	NetAddrs(node string) ([]netip.Addr, error)
-	// ApplyNet applies spec in node's network namespace under key (netfault.Set.Apply); HealNet heals it.
+	// ApplyNet applies spec in node's network namespace under key (netfault.Set.Apply); HealNet heals it. A Rate
+	// or Delay without a Device is for the lab to bind to the node's interface(s).
 	ApplyNet(ctx context.Context, node, key string, spec netfault.Spec) error
 	HealNet(ctx context.Context, node, key string) error
 }
@@ -483,6 +520,29 @@ func (in *Injector) record(kind string, f Fault, nodes []string) {
 	}
 	if f.CPUPercent > 0 {
 		fields["cpu_percent"] = f.CPUPercent
+	}
+	if IsNetwork(f.Kind) {
+		if len(f.Peers) > 0 {
+			fields["peers"], fields["peer_nodes"] = f.Peers, f.PeerNodes
+		}
+		if f.Direction != "" {
+			fields["direction"] = f.Direction
+		}
+		if f.Reject {
+			fields["reject"] = true
+		}
+		if f.Loss > 0 {
+			fields["loss_percent"] = f.Loss
+		}
+		if f.Rate != "" {
+			fields["rate"] = f.Rate
+		}
+		if f.Delay > 0 {
+			fields["delay_ms"] = float64(f.Delay) / 1e6
+		}
+		if f.DelayJitter > 0 {
+			fields["delay_jitter_ms"] = float64(f.DelayJitter) / 1e6
+		}
 	}
 	r.Event(kind, fields)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/compose"
 	"github.com/imslab/quasipool/internal/lab"
+	"github.com/imslab/quasipool/internal/netfault"
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/topology"
 	"github.com/imslab/quasipool/internal/ue"
@@ -140,8 +142,12 @@ func (r *runner) newLab(topo *topology.Topology, seed int64) (labBackend, func()
 		}, nil
 	}
 	l, err := lab.New(lab.Config{Topology: topo, RunDir: r.cfg.RunDir, RepoDir: r.cfg.RepoDir, BinDir: r.cfg.BinDir,
-		ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod, Netns: r.cfg.Netns, Seed: seed}, lab.WithLogger(r.log))
+		ReadyTimeout: r.cfg.ReadyTimeout, GracePeriod: r.cfg.GracePeriod, Netns: r.cfg.Netns, Seed: seed},
+		append([]lab.Option{lab.WithLogger(r.log)}, r.labOpts...)...)
 	if err != nil {
+		if r.cfg.Netns && len(r.sc.NetworkFaults()) > 0 {
+			return nil, nil, netNeedsError(r.sc, err)
+		}
 		return nil, nil, err
 	}
 	return l, func() phoneNet { return phoneNet{dns: l.Topology().DNS.Listen, listen: l.PhoneListen()} }, nil
@@ -153,6 +159,12 @@ type ReportBuilder func(runDir string) (Metrics, error)
 
 // RunOption configures optional collaborators of a run.
 type RunOption func(*runner)
+
+// WithLabOptions passes options to the local lab (tests: lab.WithNetnsCheck to see what a user without root
+// gets).
+func WithLabOptions(opts ...lab.Option) RunOption {
+	return func(r *runner) { r.labOpts = append(r.labOpts, opts...) }
+}
 
 // WithLogger sets the runner's logger (the lab logs through it too).
 func WithLogger(l *slog.Logger) RunOption { return func(r *runner) { r.log = l } }
@@ -176,11 +188,12 @@ type Outcome struct {
 }
 
 type runner struct {
-	cfg    RunConfig
-	sc     *Scenario
-	log    *slog.Logger
-	out    *lockedWriter
-	report ReportBuilder
+	cfg     RunConfig
+	sc      *Scenario
+	log     *slog.Logger
+	out     *lockedWriter
+	report  ReportBuilder
+	labOpts []lab.Option
 }
 
 type lockedWriter struct {
@@ -235,9 +248,15 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 	r.sc = sc
 	l, phoneNetOf, err := r.newLab(&topo, seed)
 	if err != nil {
+		if errors.Is(err, ErrNeedsNetns) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
 	defer l.Close()
+	if err := netPrecheck(sc, l); err != nil {
+		return nil, err
+	}
 	o := &Outcome{RunDir: l.RunDir(), Seed: seed}
 	r.out.printf("scenario %s: %s\n", sc.Name, oneLine(sc.Description))
 	r.out.printf("seed %d (repeat with --seed %d); run dir %s\n", seed, seed, o.RunDir)
@@ -578,6 +597,41 @@ func (a *announcingLab) Unthrottle(n string) error {
 	return t.Unthrottle(n)
 }
 
+// NetCheck, NetAddrs, ApplyNet and HealNet forward the network faults to a lab that can apply them.
+func (a *announcingLab) NetCheck() error {
+	nl, err := asNetLab(a.Lab)
+	if err != nil {
+		return err
+	}
+	return nl.NetCheck()
+}
+
+func (a *announcingLab) NetAddrs(n string) ([]netip.Addr, error) {
+	nl, err := asNetLab(a.Lab)
+	if err != nil {
+		return nil, err
+	}
+	return nl.NetAddrs(n)
+}
+
+func (a *announcingLab) ApplyNet(ctx context.Context, n, key string, spec netfault.Spec) error {
+	nl, err := asNetLab(a.Lab)
+	if err != nil {
+		return err
+	}
+	a.say(spec.String()+" on", n)
+	return nl.ApplyNet(ctx, n, key, spec)
+}
+
+func (a *announcingLab) HealNet(ctx context.Context, n, key string) error {
+	nl, err := asNetLab(a.Lab)
+	if err != nil {
+		return err
+	}
+	a.say("heal "+key+" on", n)
+	return nl.HealNet(ctx, n, key)
+}
+
 // runJSON is scenario.json (docs/architecture.md, "Run-scenario files").
 type runJSON struct {
 	Name         string        `json:"name"`
@@ -612,6 +666,14 @@ type faultJSON struct {
 	PlannedTarget string   `json:"planned_target,omitempty"`
 	PlannedAtS    *float64 `json:"planned_at_s,omitempty"`
 	JitterS       float64  `json:"jitter_s,omitempty"`
+	// The network faults' parameters (docs/faults.md).
+	Peers         []string `json:"peers,omitempty"`
+	Direction     string   `json:"direction,omitempty"`
+	Reject        bool     `json:"reject,omitempty"`
+	LossPercent   float64  `json:"loss_percent,omitempty"`
+	Rate          string   `json:"rate,omitempty"`
+	DelayMs       float64  `json:"delay_ms,omitempty"`
+	DelayJitterMs float64  `json:"delay_jitter_ms,omitempty"`
 }
 
 type trafficJSON struct {
@@ -661,7 +723,9 @@ func (r *runner) writeScenarioJSON(runDir string, seed int64, t0, end time.Time)
 	}
 	for _, f := range sc.Faults {
 		fj := faultJSON{Kind: f.Kind, Target: f.Target, AtS: f.At.Seconds(), ForS: f.For.Seconds(), Mode: f.Mode,
-			PeriodS: f.Period.Seconds(), CPUPercent: f.CPUPercent}
+			PeriodS: f.Period.Seconds(), CPUPercent: f.CPUPercent, Peers: f.Peers, Direction: f.Direction,
+			Reject: f.Reject, LossPercent: f.Loss, Rate: f.Rate, DelayMs: float64(f.Delay) / 1e6,
+			DelayJitterMs: float64(f.DelayJitter) / 1e6}
 		if nodes := f.targetNodes(); len(nodes) != 1 || nodes[0] != f.Target {
 			fj.Nodes = nodes
 		}

@@ -168,6 +168,28 @@ type Fault struct {
 	Nodes []string `yaml:"-"`
 }
 
+// resolvePeers fills in PeerNodes from Peers (a network fault's peers: nodes, pools, sites), reporting each
+// peer that names none; false if one did.
+func (f *Fault) resolvePeers(v *validator, field string, t *topology.Topology) bool {
+	f.PeerNodes = nil
+	good := true
+	for j, p := range f.Peers {
+		nodes, found := t.Target(p)
+		if !found {
+			v.add(fmt.Sprintf("%s.peers[%d]", field, j), "%q is not a node of the topology, a pool or a site (%s)", p,
+				strings.Join(t.TargetNames(), ", "))
+			good = false
+			continue
+		}
+		for _, n := range nodes {
+			if !slices.Contains(f.PeerNodes, n) {
+				f.PeerNodes = append(f.PeerNodes, n)
+			}
+		}
+	}
+	return good
+}
+
 // targetNodes returns the nodes the fault acts on.
 func (f Fault) targetNodes() []string {
 	if len(f.Nodes) == 0 {
@@ -204,6 +226,27 @@ func (f Fault) String() string {
 	}
 	if f.CPUPercent > 0 {
 		s += fmt.Sprintf(" at %d%% CPU", f.CPUPercent)
+	}
+	if f.Loss > 0 {
+		s += fmt.Sprintf(" %g%% loss", f.Loss)
+	}
+	if f.Rate != "" {
+		s += " rate " + f.Rate
+	}
+	if f.Delay > 0 {
+		s += " delay " + f.Delay.String()
+		if f.DelayJitter > 0 {
+			s += " ± " + f.DelayJitter.String()
+		}
+	}
+	if len(f.Peers) > 0 {
+		s += " peers " + strings.Join(f.Peers, ",")
+	}
+	if f.Direction != "" {
+		s += " direction " + f.Direction
+	}
+	if f.Reject {
+		s += " reject"
 	}
 	return s
 }
@@ -418,6 +461,9 @@ func (s *Scenario) validateFaults(v *validator) {
 				strings.Join(s.Topology.TargetNames(), ", "))
 		} else {
 			f.Nodes = nodes
+			if !f.resolvePeers(v, field, &s.Topology) {
+				ok = false // the peers are reported; the kind's check would repeat it
+			}
 			if ok && k.check != nil {
 				if bad, msg := k.check(*f, nodes, &s.Topology); bad != "" {
 					v.add(field+"."+bad, "%s", msg)

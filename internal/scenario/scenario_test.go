@@ -137,7 +137,7 @@ topology:
 		Entry("short duration", "name: t\nduration: 0s\ntraffic: {phones: 1}\n", "line 2: duration: must be at least 1s"),
 		Entry("bad topology value", minimal+"topology:\n  pools: {pcscf: {size: 0}}\n", "line 6: topology.pools.pcscf.size"),
 		Entry("unknown fault kind", minimal+"faults:\n  - {kind: explode, target: pcscf1, at: 5s}\n",
-			`line 6: faults[0].kind: "explode" is not a fault kind (dns-down, failback, flap, hss-down, kill, pause, restart, site-down, slow, stop)`),
+			`line 6: faults[0].kind: "explode" is not a fault kind (delay, dns-down, failback, flap, hss-down, isolate, kill, loss, partition, pause, rate, restart, site-down, site-isolate, slow, stop)`),
 		Entry("target not in the topology", minimal+"faults:\n  - {kind: kill, target: pcscf4, at: 5s}\n",
 			`line 6: faults[0].target: "pcscf4" is not a node of the topology`),
 		Entry("target outside a smaller pool", minimal+"topology: {pools: {scscf: {size: 2}}}\nfaults:\n  - {kind: kill, target: scscf3, at: 5s}\n",
@@ -200,8 +200,8 @@ topology:
 	})
 
 	It("lists the fault kinds with a description each", func() {
-		Expect(scenario.FaultKindNames()).To(Equal([]string{"dns-down", "failback", "flap", "hss-down", "kill", "pause",
-			"restart", "site-down", "slow", "stop"}))
+		Expect(scenario.FaultKindNames()).To(Equal([]string{"delay", "dns-down", "failback", "flap", "hss-down", "isolate",
+			"kill", "loss", "partition", "pause", "rate", "restart", "site-down", "site-isolate", "slow", "stop"}))
 		for _, k := range scenario.FaultKinds() {
 			Expect(k.Doc).NotTo(BeEmpty())
 			Expect(k.Inject != nil || k.Run != nil).To(BeTrue(), k.Name)

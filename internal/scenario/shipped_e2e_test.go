@@ -148,11 +148,16 @@ type nodeEvent struct {
 // buildNodes builds the node binaries once for every run of this file (each run would otherwise link them again).
 func buildNodes(ctx SpecContext) string {
 	GinkgoHelper()
+	return buildNodesInto(ctx, GinkgoT().TempDir())
+}
+
+// buildNodesInto builds the node binaries into dir and returns it.
+func buildNodesInto(ctx SpecContext, dir string) string {
+	GinkgoHelper()
 	wd, err := os.Getwd()
 	Expect(err).NotTo(HaveOccurred())
 	repo, err := lab.FindRepo(wd)
 	Expect(err).NotTo(HaveOccurred())
-	dir := GinkgoT().TempDir()
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator),
 		"./cmd/dnsd", "./cmd/hss", "./cmd/bac", "./cmd/pcscf", "./cmd/icscf", "./cmd/scscf")
 	cmd.Dir = repo
