@@ -48,16 +48,19 @@ const (
 
 // benchResult is one step: one proxy at one rate for one duration.
 type benchResult struct {
-	Step      int     `json:"step"`
-	Proxy     string  `json:"proxy"`
-	Rate      float64 `json:"rate"`
-	Duration  string  `json:"duration"`
-	Calls     int     `json:"calls"`  // calls completed successfully (SIPp's SuccessfulCall)
-	Failed    int     `json:"failed"` // SIPp's FailedCall
-	CPUSec    float64 `json:"cpu_s"`  // proxy CPU (user+system) over the SIPp run
-	WallSec   float64 `json:"wall_s"` // length of the SIPp run
-	CPUMsCall float64 `json:"cpu_ms_per_call"`
-	CPUShare  float64 `json:"cpu_share"` // CPU seconds per wall second (1 = one core)
+	Step     int     `json:"step"`
+	Proxy    string  `json:"proxy"`
+	Rate     float64 `json:"rate"`
+	Duration string  `json:"duration"`
+	Calls    int     `json:"calls"`  // calls completed successfully (SIPp's SuccessfulCall)
+	Failed   int     `json:"failed"` // SIPp's FailedCall
+	// Unexpected are messages SIPp did not expect at that point of the call and let pass (Warnings): a 180 that
+	// a multi-process proxy relays after the 200 of the same call. A real error still fails the call.
+	Unexpected int     `json:"unexpected_messages"`
+	CPUSec     float64 `json:"cpu_s"`  // proxy CPU (user+system) over the SIPp run
+	WallSec    float64 `json:"wall_s"` // length of the SIPp run
+	CPUMsCall  float64 `json:"cpu_ms_per_call"`
+	CPUShare   float64 `json:"cpu_share"` // CPU seconds per wall second (1 = one core)
 	// IdleCPUShare is the proxy's CPU share over 2 s without calls just before the step; that idle cost (timers)
 	// goes on during the step and is not subtracted from CPUSec.
 	IdleCPUShare float64 `json:"idle_cpu_share"`
@@ -311,7 +314,8 @@ func benchStep(ctx context.Context, root, dir, kind string, rate float64, d time
 	calls := int(math.Round(rate * d.Seconds()))
 	uac := exec.CommandContext(ctx, "sipp", proxyAddr, "-sf", filepath.Join(root, "sipp", "bench-uac.xml"), "-s", "callee",
 		"-i", "127.0.0.1", "-p", strconv.Itoa(uacPort), "-r", strconv.FormatFloat(rate, 'f', -1, 64), "-m", strconv.Itoa(calls),
-		"-trace_stat", "-stf", "stat.csv", "-fd", "1", "-trace_rtt", "-rtt_freq", "1", "-nostdin",
+		"-trace_stat", "-stf", "stat.csv", "-fd", "1", "-trace_rtt", "-rtt_freq", "1", "-trace_err", "-nostdin",
+		"-default_behaviors", "all,-abortunexp",
 		"-timeout", strconv.Itoa(int(d.Seconds())+60)+"s", "-max_socket", "1024")
 	uac.Dir = dir
 	uac.Stdout, uac.Stderr = io.Discard, io.Discard
@@ -330,7 +334,7 @@ func benchStep(ctx context.Context, root, dir, kind string, rate float64, d time
 	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) { // 1: some calls failed; counted below
 		return res, fmt.Errorf("sipp caller: %w", err)
 	}
-	res.Calls, res.Failed, err = sippCounts(filepath.Join(dir, "stat.csv"))
+	res.Calls, res.Failed, res.Unexpected, err = sippCounts(filepath.Join(dir, "stat.csv"))
 	if err != nil {
 		return res, err
 	}
@@ -481,10 +485,10 @@ func procStat(pid int) (int, float64, error) {
 }
 
 // sippCounts reads the cumulative successful and failed calls from the last line of SIPp's -trace_stat file.
-func sippCounts(path string) (ok, failed int, err error) {
+func sippCounts(path string) (ok, failed, warnings int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, 0, fmt.Errorf("sipp statistics: %w", err)
+		return 0, 0, 0, fmt.Errorf("sipp statistics: %w", err)
 	}
 	defer f.Close()
 	r := csv.NewReader(f)
@@ -492,10 +496,10 @@ func sippCounts(path string) (ok, failed int, err error) {
 	r.FieldsPerRecord = -1
 	rows, err := r.ReadAll()
 	if err != nil {
-		return 0, 0, fmt.Errorf("sipp statistics %s: %w", path, err)
+		return 0, 0, 0, fmt.Errorf("sipp statistics %s: %w", path, err)
 	}
 	if len(rows) < 2 {
-		return 0, 0, fmt.Errorf("sipp statistics %s: no data line", path)
+		return 0, 0, 0, fmt.Errorf("sipp statistics %s: no data line", path)
 	}
 	head, last := rows[0], rows[len(rows)-1]
 	col := func(name string) (int, error) {
@@ -508,7 +512,8 @@ func sippCounts(path string) (ok, failed int, err error) {
 	}
 	ok, err1 := col("SuccessfulCall(C)")
 	failed, err2 := col("FailedCall(C)")
-	return ok, failed, errors.Join(err1, err2)
+	warnings, err3 := col("Warnings(C)")
+	return ok, failed, warnings, errors.Join(err1, err2, err3)
 }
 
 // sippSetups reads the per-call setup times (ms) SIPp dumped with -trace_rtt (<scenario>_<pid>_rtt.csv).
@@ -649,15 +654,15 @@ func benchMarkdown(rep *benchReport) string {
 	fmt.Fprintf(&b, "`%s`\n\n", rep.Command)
 	fmt.Fprintf(&b, "Machine: %s, %d cores, kernel %s, %s, commit %s%s; %s; %s; load average at start %s.\n\n",
 		m.CPU, m.Cores, m.Kernel, m.Go, m.Commit, dirty, m.Kamailio, m.SIPp, m.LoadStart)
-	b.WriteString("| step | proxy | rate (calls/s) | calls | failed | CPU ms/call | CPU share | ratio lab/kamailio | setup p50 (ms) | setup p95 (ms) | idle CPU share | load after |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| step | proxy | rate (calls/s) | calls | failed | unexpected msgs | CPU ms/call | CPU share | ratio lab/kamailio | setup p50 (ms) | setup p95 (ms) | idle CPU share | load after |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range rep.Steps {
 		ratio := ""
 		if s.Ratio > 0 {
 			ratio = fmt.Sprintf("%.2f", s.Ratio)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %g | %d | %d | %.3f | %.0f %% | %s | %.0f | %.0f | %.1f %% | %s |\n", s.Step, s.Proxy,
-			s.Rate, s.Calls, s.Failed, s.CPUMsCall, s.CPUShare*100, ratio, s.SetupP50Ms, s.SetupP95Ms, s.IdleCPUShare*100,
+		fmt.Fprintf(&b, "| %d | %s | %g | %d | %d | %d | %.3f | %.0f %% | %s | %.0f | %.0f | %.1f %% | %s |\n", s.Step, s.Proxy,
+			s.Rate, s.Calls, s.Failed, s.Unexpected, s.CPUMsCall, s.CPUShare*100, ratio, s.SetupP50Ms, s.SetupP95Ms, s.IdleCPUShare*100,
 			s.LoadAvg)
 	}
 	fmt.Fprintf(&b, "\nMedian CPU per call: lab %.3f ms, kamailio %.3f ms. **Median ratio lab/kamailio (per pair): %.2f**\n",
