@@ -90,9 +90,18 @@ type benchReport struct {
 	Command string        `json:"command"`
 	Machine benchMachine  `json:"machine"`
 	Steps   []benchResult `json:"steps"`
-	// MedianRatio is the median of the per-pair ratios lab/Kamailio of CPU per call.
+	// MedianRatio is the median of the per-pair ratios lab/Kamailio of CPU per call (all rates).
 	MedianRatio float64 `json:"median_ratio"`
-	// Median CPU per call of each proxy over its steps.
+	// Median CPU per call of each proxy over its steps (all rates).
+	MedianCPUMsCall map[string]float64 `json:"median_cpu_ms_per_call"`
+	// ByRate are the same medians per call rate.
+	ByRate []benchRateSummary `json:"by_rate"`
+}
+
+type benchRateSummary struct {
+	Rate            float64            `json:"rate"`
+	Pairs           int                `json:"pairs"`
+	MedianRatio     float64            `json:"median_ratio"`
 	MedianCPUMsCall map[string]float64 `json:"median_cpu_ms_per_call"`
 }
 
@@ -106,7 +115,7 @@ func runBench(args []string, out, errOut io.Writer) int {
 	}
 	fs := flag.NewFlagSet("imslab bench", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	rate := fs.Float64("rate", 100, "calls per second SIPp places through the proxy")
+	rateList := fs.String("rate", "100", "calls per second SIPp places through the proxy; several (100,300) run the steps at each")
 	duration := fs.Duration("duration", 20*time.Second, "how long SIPp places calls in each step")
 	steps := fs.String("steps", "kamailio,lab,kamailio,lab,kamailio,lab",
 		"the proxies in the order they run, comma-separated (kamailio, lab); alternate them so noise hits both")
@@ -123,9 +132,14 @@ func runBench(args []string, out, errOut io.Writer) int {
 		fmt.Fprintf(errOut, "imslab bench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	if *rate <= 0 || math.IsInf(*rate, 0) || math.IsNaN(*rate) {
-		fmt.Fprintln(errOut, "imslab bench: --rate must be a positive number of calls per second")
-		return 2
+	var rates []float64
+	for _, f := range strings.Split(*rateList, ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			fmt.Fprintf(errOut, "imslab bench: --rate %q: must be a positive number of calls per second\n", f)
+			return 2
+		}
+		rates = append(rates, r)
 	}
 	if *duration < time.Second {
 		fmt.Fprintln(errOut, "imslab bench: --duration must be at least 1s")
@@ -162,17 +176,20 @@ func runBench(args []string, out, errOut io.Writer) int {
 
 	rep := benchReport{Date: time.Now().UTC().Format(time.RFC3339), Command: "imslab bench " + strings.Join(args, " "),
 		Machine: benchMachineInfo(root)}
-	fmt.Fprintf(out, "bench: %d steps at %g calls/s for %s each; output %s\n", len(kinds), *rate, *duration, dir)
-	for i, k := range kinds {
-		r, err := benchStep(ctx, root, filepath.Join(dir, fmt.Sprintf("step%02d-%s", i+1, k)), k, *rate, *duration)
-		if err != nil {
-			fmt.Fprintf(errOut, "imslab bench: step %d (%s): %v\n", i+1, k, err)
-			return 1
+	fmt.Fprintf(out, "bench: %d steps at %s calls/s for %s each; output %s\n", len(kinds)*len(rates), *rateList, *duration, dir)
+	for _, rate := range rates {
+		for _, k := range kinds {
+			i := len(rep.Steps) + 1
+			r, err := benchStep(ctx, root, filepath.Join(dir, fmt.Sprintf("step%02d-%s-%g", i, k, rate)), k, rate, *duration)
+			if err != nil {
+				fmt.Fprintf(errOut, "imslab bench: step %d (%s at %g/s): %v\n", i, k, rate, err)
+				return 1
+			}
+			r.Step = i
+			rep.Steps = append(rep.Steps, r)
+			fmt.Fprintf(out, "step %d %-8s %g/s calls %d failed %d cpu %.3f ms/call setup p50 %.0f ms p95 %.0f ms (load %s)\n",
+				r.Step, r.Proxy, rate, r.Calls, r.Failed, r.CPUMsCall, r.SetupP50Ms, r.SetupP95Ms, r.LoadAvg)
 		}
-		r.Step = i + 1
-		rep.Steps = append(rep.Steps, r)
-		fmt.Fprintf(out, "step %d %-8s calls %d failed %d cpu %.3f ms/call setup p50 %.0f ms p95 %.0f ms (load %s)\n",
-			r.Step, r.Proxy, r.Calls, r.Failed, r.CPUMsCall, r.SetupP50Ms, r.SetupP95Ms, r.LoadAvg)
 	}
 	benchRatios(&rep)
 	if err := writeBench(dir, &rep); err != nil {
@@ -188,29 +205,52 @@ func runBench(args []string, out, errOut io.Writer) int {
 func benchRatios(rep *benchReport) {
 	var ratios []float64
 	per := map[string][]float64{}
+	type rateAcc struct {
+		ratios []float64
+		per    map[string][]float64
+	}
+	byRate := map[float64]*rateAcc{}
+	var order []float64
 	for i := range rep.Steps {
 		s := &rep.Steps[i]
+		acc := byRate[s.Rate]
+		if acc == nil {
+			acc = &rateAcc{per: map[string][]float64{}}
+			byRate[s.Rate] = acc
+			order = append(order, s.Rate)
+		}
 		if s.Calls > 0 {
 			per[s.Proxy] = append(per[s.Proxy], s.CPUMsCall)
+			acc.per[s.Proxy] = append(acc.per[s.Proxy], s.CPUMsCall)
 		}
 		if s.Proxy != benchLab {
 			continue
 		}
 		var k *benchResult
-		if i > 0 && rep.Steps[i-1].Proxy == benchKamailio {
+		if i > 0 && rep.Steps[i-1].Proxy == benchKamailio && rep.Steps[i-1].Rate == s.Rate {
 			k = &rep.Steps[i-1]
-		} else if i+1 < len(rep.Steps) && rep.Steps[i+1].Proxy == benchKamailio {
+		} else if i+1 < len(rep.Steps) && rep.Steps[i+1].Proxy == benchKamailio && rep.Steps[i+1].Rate == s.Rate {
 			k = &rep.Steps[i+1]
 		}
 		if k != nil && k.CPUMsCall > 0 && s.Calls > 0 {
 			s.Ratio = s.CPUMsCall / k.CPUMsCall
 			ratios = append(ratios, s.Ratio)
+			acc.ratios = append(acc.ratios, s.Ratio)
 		}
 	}
+	medians := func(per map[string][]float64) map[string]float64 {
+		m := map[string]float64{}
+		for k, v := range per {
+			m[k] = median(v)
+		}
+		return m
+	}
 	rep.MedianRatio = median(ratios)
-	rep.MedianCPUMsCall = map[string]float64{}
-	for k, v := range per {
-		rep.MedianCPUMsCall[k] = median(v)
+	rep.MedianCPUMsCall = medians(per)
+	for _, r := range order {
+		acc := byRate[r]
+		rep.ByRate = append(rep.ByRate, benchRateSummary{Rate: r, Pairs: len(acc.ratios), MedianRatio: median(acc.ratios),
+			MedianCPUMsCall: medians(acc.per)})
 	}
 }
 
@@ -665,8 +705,13 @@ func benchMarkdown(rep *benchReport) string {
 			s.Rate, s.Calls, s.Failed, s.Unexpected, s.CPUMsCall, s.CPUShare*100, ratio, s.SetupP50Ms, s.SetupP95Ms, s.IdleCPUShare*100,
 			s.LoadAvg)
 	}
-	fmt.Fprintf(&b, "\nMedian CPU per call: lab %.3f ms, kamailio %.3f ms. **Median ratio lab/kamailio (per pair): %.2f**\n",
-		rep.MedianCPUMsCall[benchLab], rep.MedianCPUMsCall[benchKamailio], rep.MedianRatio)
+	b.WriteString("\n| rate (calls/s) | pairs | median CPU ms/call, lab | median CPU ms/call, kamailio | median ratio lab/kamailio |\n")
+	b.WriteString("|---|---|---|---|---|\n")
+	for _, r := range rep.ByRate {
+		fmt.Fprintf(&b, "| %g | %d | %.3f | %.3f | %.2f |\n", r.Rate, r.Pairs, r.MedianCPUMsCall[benchLab],
+			r.MedianCPUMsCall[benchKamailio], r.MedianRatio)
+	}
+	fmt.Fprintf(&b, "\n**Median ratio lab/kamailio over all pairs: %.2f**\n", rep.MedianRatio)
 	return b.String()
 }
 
