@@ -167,7 +167,11 @@ func runBench(args []string, out, errOut io.Writer) int {
 	if dir == "" {
 		dir = filepath.Join(root, "runs", "bench-"+time.Now().Format("20060102-150405"))
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, err = filepath.Abs(dir) // the proxies and SIPp run in the step directories
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
 		fmt.Fprintln(errOut, "imslab bench:", err)
 		return 1
 	}
