@@ -36,6 +36,7 @@ import (
 
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/pool"
 	"github.com/imslab/quasipool/internal/sipx"
 )
@@ -43,7 +44,8 @@ import (
 // Proxy kinds of a bench step.
 const (
 	benchKamailio = "kamailio"
-	benchLab      = "lab"
+	benchLab      = "lab"      // the lab's proxy as a node runs it: events and message trace recorded
+	benchLabBare  = "lab-bare" // the same proxy without events and trace
 )
 
 // benchResult is one step: one proxy at one rate for one duration.
@@ -64,13 +66,15 @@ type benchResult struct {
 	// IdleCPUShare is the proxy's CPU share over 2 s without calls just before the step; that idle cost (timers)
 	// goes on during the step and is not subtracted from CPUSec.
 	IdleCPUShare float64 `json:"idle_cpu_share"`
-	// Ratio is this lab step's CPU per call over the Kamailio step just before it (0 for Kamailio steps).
+	// Ratio is this lab step's CPU per call over the nearest Kamailio step's at the same rate (0 for Kamailio).
 	Ratio      float64 `json:"ratio,omitempty"`
 	SetupP50Ms float64 `json:"setup_p50_ms"`
 	SetupP95Ms float64 `json:"setup_p95_ms"`
 	SetupN     int     `json:"setup_samples"`
 	Procs      int     `json:"proxy_processes"`
-	LoadAvg    string  `json:"loadavg_after"`
+	// ObsBytes is the size of the events and message trace the lab proxy wrote in the step (removed afterwards).
+	ObsBytes int64  `json:"events_trace_bytes,omitempty"`
+	LoadAvg  string `json:"loadavg_after"`
 }
 
 type benchMachine struct {
@@ -92,6 +96,8 @@ type benchReport struct {
 	Steps   []benchResult `json:"steps"`
 	// MedianRatio is the median of the per-pair ratios lab/Kamailio of CPU per call (all rates).
 	MedianRatio float64 `json:"median_ratio"`
+	// MedianRatios are the medians of the pair ratios of each of the lab's proxies (lab, lab-bare).
+	MedianRatios map[string]float64 `json:"median_ratios"`
 	// Median CPU per call of each proxy over its steps (all rates).
 	MedianCPUMsCall map[string]float64 `json:"median_cpu_ms_per_call"`
 	// ByRate are the same medians per call rate.
@@ -99,10 +105,12 @@ type benchReport struct {
 }
 
 type benchRateSummary struct {
-	Rate            float64            `json:"rate"`
-	Pairs           int                `json:"pairs"`
-	MedianRatio     float64            `json:"median_ratio"`
-	MedianCPUMsCall map[string]float64 `json:"median_cpu_ms_per_call"`
+	Rate            float64              `json:"rate"`
+	Pairs           int                  `json:"pairs"` // lab steps paired with a Kamailio step
+	MedianRatio     float64              `json:"median_ratio"`
+	MedianRatios    map[string]float64   `json:"median_ratios"`
+	Ratios          map[string][]float64 `json:"ratios"`
+	MedianCPUMsCall map[string]float64   `json:"median_cpu_ms_per_call"`
 }
 
 func runBench(args []string, out, errOut io.Writer) int {
@@ -118,7 +126,7 @@ func runBench(args []string, out, errOut io.Writer) int {
 	rateList := fs.String("rate", "100", "calls per second SIPp places through the proxy; several (100,300) run the steps at each")
 	duration := fs.Duration("duration", 20*time.Second, "how long SIPp places calls in each step")
 	steps := fs.String("steps", "kamailio,lab,kamailio,lab,kamailio,lab",
-		"the proxies in the order they run, comma-separated (kamailio, lab); alternate them so noise hits both")
+		"the proxies in the order they run, comma-separated (kamailio, lab, lab-bare); alternate them so noise hits all")
 	outDir := fs.String("out", "", "output directory for bench.md and bench.json (default: runs/bench-<date-time>)")
 	repo := fs.String("repo", "", "repository root (default: found from the working directory)")
 	install := fs.Bool("install", true, "apt-get install kamailio when it is missing (root only)")
@@ -148,8 +156,8 @@ func runBench(args []string, out, errOut io.Writer) int {
 	var kinds []string
 	for _, s := range strings.Split(*steps, ",") {
 		s = strings.TrimSpace(s)
-		if s != benchKamailio && s != benchLab {
-			fmt.Fprintf(errOut, "imslab bench: --steps: unknown proxy %q (kamailio or lab)\n", s)
+		if s != benchKamailio && s != benchLab && s != benchLabBare {
+			fmt.Fprintf(errOut, "imslab bench: --steps: unknown proxy %q (kamailio, lab or lab-bare)\n", s)
 			return 2
 		}
 		kinds = append(kinds, s)
@@ -204,22 +212,32 @@ func runBench(args []string, out, errOut io.Writer) int {
 	return 0
 }
 
-// benchRatios pairs every lab step with the Kamailio step run just before it (or just after, for a lab step
-// that comes first) and computes the ratios and medians.
+// benchRatios pairs every lab step with the nearest Kamailio step at the same rate (the one before it on a tie)
+// and computes the ratios and medians. The headline MedianRatio is over the "lab" steps.
 func benchRatios(rep *benchReport) {
-	var ratios []float64
-	per := map[string][]float64{}
+	nearest := func(i int) *benchResult {
+		for d := 1; d < len(rep.Steps); d++ {
+			for _, j := range []int{i - d, i + d} {
+				if j >= 0 && j < len(rep.Steps) && rep.Steps[j].Proxy == benchKamailio && rep.Steps[j].Rate == rep.Steps[i].Rate {
+					return &rep.Steps[j]
+				}
+			}
+		}
+		return nil
+	}
 	type rateAcc struct {
-		ratios []float64
+		ratios map[string][]float64
 		per    map[string][]float64
 	}
 	byRate := map[float64]*rateAcc{}
 	var order []float64
+	ratios := map[string][]float64{}
+	per := map[string][]float64{}
 	for i := range rep.Steps {
 		s := &rep.Steps[i]
 		acc := byRate[s.Rate]
 		if acc == nil {
-			acc = &rateAcc{per: map[string][]float64{}}
+			acc = &rateAcc{ratios: map[string][]float64{}, per: map[string][]float64{}}
 			byRate[s.Rate] = acc
 			order = append(order, s.Rate)
 		}
@@ -227,33 +245,29 @@ func benchRatios(rep *benchReport) {
 			per[s.Proxy] = append(per[s.Proxy], s.CPUMsCall)
 			acc.per[s.Proxy] = append(acc.per[s.Proxy], s.CPUMsCall)
 		}
-		if s.Proxy != benchLab {
+		if s.Proxy == benchKamailio || s.Calls == 0 {
 			continue
 		}
-		var k *benchResult
-		if i > 0 && rep.Steps[i-1].Proxy == benchKamailio && rep.Steps[i-1].Rate == s.Rate {
-			k = &rep.Steps[i-1]
-		} else if i+1 < len(rep.Steps) && rep.Steps[i+1].Proxy == benchKamailio && rep.Steps[i+1].Rate == s.Rate {
-			k = &rep.Steps[i+1]
-		}
-		if k != nil && k.CPUMsCall > 0 && s.Calls > 0 {
+		if k := nearest(i); k != nil && k.CPUMsCall > 0 {
 			s.Ratio = s.CPUMsCall / k.CPUMsCall
-			ratios = append(ratios, s.Ratio)
-			acc.ratios = append(acc.ratios, s.Ratio)
+			ratios[s.Proxy] = append(ratios[s.Proxy], s.Ratio)
+			acc.ratios[s.Proxy] = append(acc.ratios[s.Proxy], s.Ratio)
 		}
 	}
-	medians := func(per map[string][]float64) map[string]float64 {
-		m := map[string]float64{}
-		for k, v := range per {
-			m[k] = median(v)
+	medians := func(m map[string][]float64) map[string]float64 {
+		out := map[string]float64{}
+		for k, v := range m {
+			out[k] = median(v)
 		}
-		return m
+		return out
 	}
-	rep.MedianRatio = median(ratios)
+	rep.MedianRatio = median(ratios[benchLab])
+	rep.MedianRatios = medians(ratios)
 	rep.MedianCPUMsCall = medians(per)
 	for _, r := range order {
 		acc := byRate[r]
-		rep.ByRate = append(rep.ByRate, benchRateSummary{Rate: r, Pairs: len(acc.ratios), MedianRatio: median(acc.ratios),
+		rep.ByRate = append(rep.ByRate, benchRateSummary{Rate: r, Pairs: len(acc.ratios[benchLab]),
+			MedianRatio: median(acc.ratios[benchLab]), MedianRatios: medians(acc.ratios), Ratios: acc.ratios,
 			MedianCPUMsCall: medians(acc.per)})
 	}
 }
@@ -335,8 +349,12 @@ func benchStep(ctx context.Context, root, dir, kind string, rate float64, d time
 		if err != nil {
 			return res, err
 		}
-		proxy = exec.CommandContext(ctx, self, "bench", "relay", "--listen", proxyAddr, "--next", uasAddr,
-			"--trust", fmt.Sprintf("127.0.0.1:%d,%s", uacPort, uasAddr))
+		args := []string{"bench", "relay", "--listen", proxyAddr, "--next", uasAddr,
+			"--trust", fmt.Sprintf("127.0.0.1:%d,%s", uacPort, uasAddr)}
+		if kind == benchLab {
+			args = append(args, "--events", filepath.Join(dir, "events.jsonl"), "--trace", filepath.Join(dir, "trace.pcapng"))
+		}
+		proxy = exec.CommandContext(ctx, self, args...)
 	}
 	proxy.Dir = dir
 	proxy.Stdout, proxy.Stderr = logf, logf
@@ -397,6 +415,16 @@ func benchStep(ctx context.Context, root, dir, kind string, rate float64, d time
 		res.CPUMsCall = res.CPUSec * 1000 / float64(res.Calls)
 	}
 	res.LoadAvg = loadAvg()
+	if kind == benchLab {
+		stopProcess(proxy) // flush and close the trace before it is measured
+		files, _ := filepath.Glob(filepath.Join(dir, "trace*.pcapng"))
+		for _, f := range append(files, filepath.Join(dir, "events.jsonl")) {
+			if st, err := os.Stat(f); err == nil {
+				res.ObsBytes += st.Size()
+			}
+			_ = os.Remove(f)
+		}
+	}
 	return res, nil
 }
 
@@ -709,11 +737,20 @@ func benchMarkdown(rep *benchReport) string {
 			s.Rate, s.Calls, s.Failed, s.Unexpected, s.CPUMsCall, s.CPUShare*100, ratio, s.SetupP50Ms, s.SetupP95Ms, s.IdleCPUShare*100,
 			s.LoadAvg)
 	}
-	b.WriteString("\n| rate (calls/s) | pairs | median CPU ms/call, lab | median CPU ms/call, kamailio | median ratio lab/kamailio |\n")
+	b.WriteString("\n| rate (calls/s) | proxy | median CPU ms/call | pairs with kamailio | median ratio to kamailio |\n")
 	b.WriteString("|---|---|---|---|---|\n")
 	for _, r := range rep.ByRate {
-		fmt.Fprintf(&b, "| %g | %d | %.3f | %.3f | %.2f |\n", r.Rate, r.Pairs, r.MedianCPUMsCall[benchLab],
-			r.MedianCPUMsCall[benchKamailio], r.MedianRatio)
+		for _, p := range []string{benchKamailio, benchLab, benchLabBare} {
+			v, ok := r.MedianCPUMsCall[p]
+			if !ok {
+				continue
+			}
+			pairs, ratio := "", ""
+			if p != benchKamailio {
+				pairs, ratio = strconv.Itoa(len(r.Ratios[p])), fmt.Sprintf("%.2f", median(r.Ratios[p]))
+			}
+			fmt.Fprintf(&b, "| %g | %s | %.3f | %s | %s |\n", r.Rate, p, v, pairs, ratio)
+		}
 	}
 	fmt.Fprintf(&b, "\n**Median ratio lab/kamailio over all pairs: %.2f**\n", rep.MedianRatio)
 	return b.String()
@@ -729,6 +766,8 @@ func benchRelay(args []string) error {
 	next := fs.String("next", "", "ip:port every initial request is relayed to (required)")
 	host := fs.String("host", "bench.ims.test", "the proxy's host name (its Record-Route)")
 	trust := fs.String("trust", "", "comma-separated ip:port of the peers treated as core nodes")
+	events := fs.String("events", "", "record events (JSON lines) to this file, as a lab node does")
+	trace := fs.String("trace", "", "record the message trace (pcapng segments) to this file, as a lab node does")
 	memLimit := fs.Int64("memory-limit-mib", 128, "soft memory limit of the Go runtime in MiB, the nodes' default (GOMEMLIMIT overrides)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -745,17 +784,28 @@ func benchRelay(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rec, err := obs.OpenRecorder(*events, "bench")
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
 	ep, err := sipx.NewEndpoint(*host, *listen, log)
 	if err != nil {
 		return err
 	}
+	tracer, err := obs.OpenTracer(*trace, "bench", 0)
+	if err != nil {
+		return err
+	}
+	defer tracer.Close()
+	ep.Trace(tracer)
 	const nextHost = "next.bench.ims.test"
 	res := pool.NewStaticResolver().SetSRV("_sip._udp."+nextHost, pool.Target{Name: nextHost, Addr: *next, Priority: 1, Weight: 10})
 	var peers []string
 	if *trust != "" {
 		peers = strings.Split(*trust, ",")
 	}
-	px := sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Log: log, Trust: sipx.NewTrust(sipx.Peers{SCSCF: peers})},
+	px := sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Log: log, Rec: rec, Trust: sipx.NewTrust(sipx.Peers{SCSCF: peers})},
 		sipx.ForwarderConfig{}, *host)
 	px.Start(ctx)
 	px.Serve(sipx.Handlers{Request: func(r *sipx.Request) {
