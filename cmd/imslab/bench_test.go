@@ -48,6 +48,7 @@ var _ = Describe("imslab bench", Label("bench"), func() {
 				CPU    float64 `json:"cpu_ms_per_call"`
 				Ratio  float64 `json:"ratio"`
 				SetupN int     `json:"setup_samples"`
+				Obs    int64   `json:"events_trace_bytes"`
 			} `json:"steps"`
 			MedianRatio float64 `json:"median_ratio"`
 		}
@@ -65,6 +66,7 @@ var _ = Describe("imslab bench", Label("bench"), func() {
 			Expect(st.SetupN).To(BeNumerically("<=", st.Calls+st.Failed), st.Proxy)
 		}
 		Expect(rep.Steps[1].Ratio).To(BeNumerically(">", 0))
+		Expect(rep.Steps[1].Obs).To(BeNumerically(">", 0)) // the lab proxy recorded events and a trace, as a node does
 		Expect(rep.MedianRatio).To(Equal(rep.Steps[1].Ratio))
 		Expect(filepath.Join(out, "bench.md")).To(BeAnExistingFile())
 	}, SpecTimeout(4*time.Minute))
