@@ -79,6 +79,6 @@ var _ = Describe("imslab bench", Label("bench"), func() {
 		s, err = gexec.Start(exec.Command(bin, "bench", "--rate", "0"), GinkgoWriter, GinkgoWriter)
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(s).Should(gexec.Exit(2))
-		Expect(s.Err).To(gbytes.Say(`--rate must be a positive`))
+		Expect(s.Err).To(gbytes.Say(`--rate "0": must be a positive`))
 	})
 })
