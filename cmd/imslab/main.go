@@ -54,6 +54,8 @@ commands:
         scheme (same traffic and seed) and write the measured Table 1 with plots (docs/compare.md)
   sweep <scenario> --param pool_size=2,3,4 [--schemes …]   one run per parameter combination and scheme;
         sweep.csv and a plot per varied parameter (docs/compare.md)
+  bench [--rate 100] [--duration 20s] [--steps kamailio,lab,…]   CPU per call per proxy hop of the lab's proxy
+        and of Kamailio under the same SIPp load, alternately; bench.md and bench.json (docs/performance.md)
 
 run "imslab <command> -h" for the flags of a command`
 
@@ -82,6 +84,8 @@ func main() {
 		err = buildImage(os.Args[2:], os.Stdout, os.Stderr)
 	case "probe":
 		err = probe(os.Args[2:], os.Stdout, os.Stderr)
+	case "bench":
+		os.Exit(runBench(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "-help", "--help", "help":
 		fmt.Println(usage)
 		return
