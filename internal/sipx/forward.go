@@ -314,7 +314,12 @@ func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base
 		f.record(out, t, 0, start, "transport_error")
 		return nil, false, false, fmt.Errorf("sipx: send %s to %s: %w", out.Method, t.Addr, err)
 	}
-	defer tx.Terminate()
+	keep := false // the transaction outlives the attempt (a 2xx to an INVITE: see below)
+	defer func() {
+		if !keep {
+			tx.Terminate()
+		}
+	}()
 
 	proceeding := f.cfg.Proceeding
 	if proceeding <= 0 {
@@ -355,6 +360,17 @@ func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base
 				continue
 			}
 			f.record(out, t, res.StatusCode, start, "")
+			if out.IsInvite() && res.IsSuccess() && stx != nil {
+				// RFC 6026 §7.1: the 2xx is retransmitted end to end by the callee until its ACK arrives, and
+				// a proxy forwards each retransmission upstream. The client transaction stays (Accepted, until
+				// Timer M) to catch them; without this a 2xx or an ACK lost on any hop lost the whole call.
+				tx.OnRetransmission(func(r *sip.Response) {
+					if r.IsSuccess() {
+						f.Relay(stx, base, r)
+					}
+				})
+				keep = true
+			}
 			return res, relayed, false, nil
 		case <-tx.Done():
 			f.record(out, t, 0, start, failureReason(tx.Err()))
