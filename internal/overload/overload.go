@@ -32,7 +32,7 @@ import (
 
 // Config tunes a Controller; zero fields take the defaults.
 type Config struct {
-	// Target is the smoothed scheduling lag above which the node sheds (default 25 ms).
+	// Target is the smoothed scheduling lag above which the node sheds (default 150 ms: well under T1, 500 ms, so a node sheds before its clients retransmit, and above what a busy 2-core lab machine shows during a takeover burst).
 	Target time.Duration `yaml:"target,omitempty"`
 	// Interval is the probe period (default 10 ms).
 	Interval time.Duration `yaml:"interval,omitempty"`
@@ -51,7 +51,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Target <= 0 {
-		c.Target = 25 * time.Millisecond
+		c.Target = 150 * time.Millisecond
 	}
 	if c.Interval <= 0 {
 		c.Interval = 10 * time.Millisecond

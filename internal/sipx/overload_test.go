@@ -46,7 +46,7 @@ var _ = Describe("Proxy prelude (overload)", Label("unit"), func() {
 	})
 
 	It("answers new requests 503 with Retry-After when overloaded, without running the handler", SpecTimeout(10e9), func(_ SpecContext) {
-		ctl.Observe(time.Second) // far above the target: shed everything (MaxShed 1)
+		ctl.Observe(10 * time.Second) // far above the target: shed everything (MaxShed 1)
 		for _, m := range []sip.RequestMethod{sip.REGISTER, sip.INVITE, sip.MESSAGE} {
 			res := phone.MustSend(sipxtest.Request(m, "sip:user0002@ims.test"), px.EP.Addr)
 			Expect(res.StatusCode).To(Equal(503), string(m))
@@ -62,7 +62,7 @@ var _ = Describe("Proxy prelude (overload)", Label("unit"), func() {
 	})
 
 	It("never sheds a request of an existing dialog (it finishes admitted work) nor a health probe", SpecTimeout(10e9), func(_ SpecContext) {
-		ctl.Observe(time.Second)
+		ctl.Observe(10 * time.Second)
 		bye := sipxtest.Request(sip.BYE, "sip:user0002@ims.test")
 		bye.To().Params.Add("tag", "callee1")
 		res := phone.MustSend(bye, px.EP.Addr)

@@ -314,7 +314,7 @@ type Trace struct {
 type Overload struct {
 	// Off admits everything (the node collapses instead of shedding, as before issue 13).
 	Off bool `yaml:"off,omitempty"`
-	// Target is the scheduling lag above which a node sheds new requests (default 25ms).
+	// Target is the scheduling lag above which a node sheds new requests (default 150ms).
 	Target time.Duration `yaml:"target,omitempty"`
 	// MaxInFlight bounds the new requests a node has in progress (default 10000).
 	MaxInFlight int `yaml:"max_in_flight,omitempty"`
