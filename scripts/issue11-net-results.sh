@@ -5,11 +5,11 @@
 #   scripts/issue11-net-results.sh          print the table from the committed summaries
 #   scripts/issue11-net-results.sh --run    run each scenario first, as root, with every node in its own network
 #                                           namespace (--netns): partition-bac-pcscf with seeds 42, 43 and 44,
-#                                           loss-pcscf with seed 42 (about 6 minutes), and copy the summaries
+#                                           loss-pcscf and wan-latency with seed 42 (about 7 minutes), and copy the summaries
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=docs/results/issue11
-runs=(partition-bac-pcscf:42 partition-bac-pcscf:43 partition-bac-pcscf:44 loss-pcscf:42)
+runs=(partition-bac-pcscf:42 partition-bac-pcscf:43 partition-bac-pcscf:44 loss-pcscf:42 wan-latency:42)
 if [[ "${1:-}" == "--run" ]]; then
   go build -o runs/imslab-net ./cmd/imslab
   for r in "${runs[@]}"; do

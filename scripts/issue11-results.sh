@@ -11,6 +11,7 @@ dir=docs/results/issue11
 scenarios=(hss-outage failback-pcscf dns-outage site-loss flapping-scscf gray-pcscf)
 if [[ "${1:-}" == "--run" ]]; then
   for s in "${scenarios[@]}"; do
+    rm -rf "runs/issue11-$s" # a run directory is appended to: start from nothing
     go run ./cmd/imslab run "scenarios/$s.yaml" --seed 42 --out "runs/issue11-$s" >/dev/null || true
     mkdir -p "$dir/$s"
     cp "runs/issue11-$s/summary.json" "runs/issue11-$s/expectations.json" "$dir/$s/"

@@ -3,7 +3,10 @@ package lab_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -83,13 +86,26 @@ var _ = Describe("site links on the namespace backend", Label("netns", "e2e"), f
 			Expect(ruleset(l.Namespace("hss"))).NotTo(ContainSubstring("imslab_fault"))
 		})
 
-	It("refuses a link with a rate, naming it, before starting anything", SpecTimeout(3*time.Minute), func(ctx SpecContext) {
-		l := newLab(sitesTopology(topology.Link{RateKbit: 1000}))
-		err := l.Up(ctx)
-		Expect(err).To(HaveOccurred())
-		Expect(err.Error()).To(And(ContainSubstring("link north–south"), ContainSubstring("rate_kbit 1000")))
-		Expect(status(l, "dnsd").PID).To(BeZero(), "nothing was started")
-	})
+	It("shapes a link's rate towards the other site only (an HTB class with u32 filters), and removes it at Down",
+		SpecTimeout(3*time.Minute), func(ctx SpecContext) {
+			l := newLab(sitesTopology(topology.Link{RateKbit: 1000}))
+			Expect(l.Up(ctx)).To(Succeed())
+			t := l.Topology()
+			p1, _ := t.Node("pcscf1")
+			tc := func(ns string, args ...string) string {
+				out, err := exec.Command("ip", append([]string{"netns", "exec", ns, "tc"}, args...)...).CombinedOutput()
+				Expect(err).NotTo(HaveOccurred(), "%s", out)
+				return string(out)
+			}
+			ns := l.Namespace("pcscf3")
+			Expect(tc(ns, "qdisc", "show")).To(ContainSubstring("qdisc htb fa17: root"))
+			Expect(tc(ns, "class", "show", "dev", "eth0")).To(ContainSubstring("rate 1Mbit"))
+			filters := tc(ns, "filter", "show", "dev", "eth0")
+			a4 := netip.MustParseAddr(p1.Address).As4()
+			hex := fmt.Sprintf("%02x%02x%02x%02x", a4[0], a4[1], a4[2], a4[3])
+			Expect(filters).To(ContainSubstring(hex+"/ffffffff"), "pcscf1 (north) is behind the link")
+			Expect(l.Down()).To(Succeed())
+		})
 
 	It("applies a link's delay or, on a kernel that cannot delay packets, fails naming the link and what is missing",
 		SpecTimeout(3*time.Minute), func(ctx SpecContext) {

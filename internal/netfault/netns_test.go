@@ -357,6 +357,52 @@ var _ = Describe("faults in a network namespace", Label("netns"), func() {
 		Expect(snap(ctx, p.exA)).To(Equal(before))
 	}, SpecTimeout(30*time.Second))
 
+	It("rate 1mbit to some peers (a site link): B, a peer, gets 1 Mbit/s; with B not among the peers it gets all", func(ctx SpecContext) {
+		before := snap(ctx, p.exA)
+		bulkTo := func(tag string) (bps float64) {
+			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", p.nsA, p.helperBinary,
+				addrB+":"+echoPort, tag, "3000000", "2000ms", "1000")
+			cmd.Env = append(os.Environ(), helperEnv+"=bulk")
+			out, err := cmd.CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), "%s", out)
+			last := -1
+			Eventually(func() bool {
+				c := len(p.srvB.received(tag))
+				stable := c == last && c > 0
+				last = c
+				return stable
+			}).WithContext(ctx).WithPolling(200 * time.Millisecond).Should(BeTrue())
+			rx := p.srvB.received(tag)
+			var bytes int
+			var busy time.Duration
+			for i := 1; i < len(rx); i++ { // busy periods only, as in the spec above
+				if gap := rx[i].at.Sub(rx[i-1].at); gap <= 25*time.Millisecond {
+					busy += gap
+					bytes += rx[i].size + 42
+				}
+			}
+			Expect(busy.Seconds()).To(BeNumerically(">", 1), "the link was busy at least 1 s")
+			return float64(bytes*8) / busy.Seconds()
+		}
+		toB := mustFault(p.exA, netfault.Rate{Device: p.devA, Rate: "1mbit",
+			Peers: []netip.Prefix{netip.MustParsePrefix(addrB + "/32")}})
+		Expect(toB.Apply(ctx)).To(Succeed())
+		Expect(toB.Apply(ctx)).To(Succeed(), "applying twice")
+		limited := bulkTo("peer" + p.tag())
+		Expect(toB.Heal(ctx)).To(Succeed())
+		Expect(snap(ctx, p.exA)).To(Equal(before))
+
+		elsewhere := mustFault(p.exA, netfault.Rate{Device: p.devA, Rate: "1mbit",
+			Peers: []netip.Prefix{netip.MustParsePrefix("192.0.2.7/32")}})
+		Expect(elsewhere.Apply(ctx)).To(Succeed())
+		free := bulkTo("other" + p.tag())
+		Expect(elsewhere.Heal(ctx)).To(Succeed())
+		Expect(snap(ctx, p.exA)).To(Equal(before))
+		AddReportEntry("rate to peers", fmt.Sprintf("to a peer %.0f bit/s, to a non-peer %.0f bit/s", limited, free))
+		Expect(limited).To(BeNumerically("~", 1e6, 0.25e6))
+		Expect(free).To(BeNumerically(">", 2e6), "traffic to other addresses is not shaped")
+	}, SpecTimeout(40*time.Second))
+
 	It("delay: netem when the kernel has it; without, the delay line, which needs the namespace file", func(ctx SpecContext) {
 		before := snap(ctx, p.exA)
 		ok, err := netfault.NetemSupported(ctx, p.exA)

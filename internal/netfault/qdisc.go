@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,16 +17,33 @@ import (
 // qdisc. Packets over the rate queue for up to 50 ms, then are dropped. Device
 // "" shapes every non-loopback device of the namespace, each with its own
 // tbf at Rate (one fault object: applied and healed together).
+//
+// Peers, when set, limits the rate to what the namespace sends to those
+// prefixes (a site link): the root qdisc is then an HTB (handle fa17:) whose
+// default class fa17:1 is unlimited and whose class fa17:2 has Rate as its rate
+// and ceiling, u32 filters sending the peers' packets (ip or ip6 dst) to it.
 type Rate struct {
 	Device string
 	Rate   string
+	Peers  []netip.Prefix
 }
 
-func (r Rate) String() string { return fmt.Sprintf("rate %s dev %s", r.Rate, devName(r.Device)) }
+func (r Rate) String() string {
+	s := fmt.Sprintf("rate %s dev %s", r.Rate, devName(r.Device))
+	if len(r.Peers) > 0 {
+		s += " to " + prefixList(r.Peers)
+	}
+	return s
+}
 
 func (r Rate) validate() error {
 	if err := validDevOrAll(r.Device); err != nil {
 		return err
+	}
+	for _, p := range r.Peers {
+		if !p.IsValid() {
+			return fmt.Errorf("invalid peer prefix")
+		}
 	}
 	_, err := parseRate(r.Rate)
 	return err
@@ -35,7 +53,26 @@ func (r Rate) object() object {
 	bps, _ := parseRate(r.Rate)
 	// The bucket holds 10 ms at the rate, at least two full-size frames.
 	burst := max(int(bps/8/100), 3200)
-	return &ourQdisc{dev: r.Device, args: []string{"tbf", "rate", r.Rate, "burst", strconv.Itoa(burst), "latency", "50ms"}}
+	if len(r.Peers) == 0 {
+		return &ourQdisc{dev: r.Device, args: []string{"tbf", "rate", r.Rate, "burst", strconv.Itoa(burst), "latency", "50ms"}}
+	}
+	peers := minimalPrefixes(r.Peers)
+	return &ourQdisc{dev: r.Device, args: []string{"htb", "default", "1"}, after: func(dev string) [][]string {
+		cmds := [][]string{
+			{"tc", "class", "add", "dev", dev, "parent", qdiscHandle, "classid", "fa17:1", "htb", "rate", "100gbit"},
+			{"tc", "class", "add", "dev", dev, "parent", qdiscHandle, "classid", "fa17:2", "htb", "rate", r.Rate,
+				"ceil", r.Rate, "burst", strconv.Itoa(burst)},
+		}
+		for _, p := range peers {
+			proto, match := "ip", "ip"
+			if p.Addr().Is6() {
+				proto, match = "ipv6", "ip6"
+			}
+			cmds = append(cmds, []string{"tc", "filter", "add", "dev", dev, "parent", qdiscHandle, "protocol", proto,
+				"prio", "1", "u32", "match", match, "dst", p.String(), "flowid", "fa17:2"})
+		}
+		return cmds
+	}}
 }
 
 // ourQdisc is a root qdisc of ours (handle fa17:) on one device, or on every
@@ -44,6 +81,9 @@ type ourQdisc struct {
 	dev   string
 	args  []string
 	netem bool
+	// after, when set, gives the commands that complete the qdisc on a device (classes, filters); they go with
+	// it when it is deleted.
+	after func(dev string) [][]string
 
 	mu   sync.Mutex
 	devs []string // the devices it was applied to (dev "": as found at apply)
@@ -100,13 +140,23 @@ func (q *ourQdisc) apply(ctx context.Context, ex Exec, again bool) error {
 		}
 	}
 	for _, dev := range devs {
+		if again && mine[dev] && q.after != nil {
+			continue // classes and filters already there: applying again changes nothing
+		}
 		argv := append([]string{"tc", "qdisc", "replace", "dev", dev, "root", "handle", qdiscHandle}, q.args...)
 		if _, err := ex(ctx, argv...); err != nil {
 			return err
 		}
-		if !mine[dev] {
+		if !mine[dev] { // before the classes: a failure below must remove this qdisc too
 			mine[dev] = true
 			q.devs = append(q.devs, dev)
+		}
+		if q.after != nil {
+			for _, cmd := range q.after(dev) {
+				if _, err := ex(ctx, cmd...); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	cur, err = Qdiscs(ctx, ex)

@@ -122,10 +122,14 @@ func netKinds() []FaultKind {
 			Name: "rate",
 			Doc: "the bandwidth of everything the target sends capped at rate (tc syntax: 800kbit, 1mbit; a token " +
 				"bucket as the root qdisc of each of its interfaces, packets over the rate queued up to 50 ms, then " +
-				"dropped); it cannot be limited to some peers (tbf shapes a whole interface); with for, healed " +
+				"dropped); with peers, only what it sends to them (an HTB class and u32 filters); with for, healed " +
 				"after that long (network namespaces)",
-			Inject: applyNet(func(_ context.Context, _ NetLab, f Fault, _ string) (netfault.Spec, error) {
-				return netfault.Rate{Rate: f.Rate}, nil // no device: the lab's interface(s) (NetLab.ApplyNet)
+			Inject: applyNet(func(_ context.Context, nl NetLab, f Fault, _ string) (netfault.Spec, error) {
+				peers, err := prefixes(nl, f.PeerNodes)
+				if err != nil {
+					return nil, err
+				}
+				return netfault.Rate{Rate: f.Rate, Peers: peers}, nil // no device: the lab's interface(s)
 			}),
 			Fix: healNet, Active: "rate-limited", Records: true,
 			check: func(f Fault, _ []string, _ *topology.Topology) (string, string) {
@@ -135,14 +139,10 @@ func netKinds() []FaultKind {
 				if err := validSpec(netfault.Rate{Device: "eth0", Rate: f.Rate}); err != nil {
 					return "rate", fmt.Sprintf("%q: want a number and bit, kbit, mbit or gbit, at least 8kbit", f.Rate)
 				}
-				if len(f.Peers) > 0 {
-					return "peers", "a rate fault shapes everything the target sends (tbf on the interface); it " +
-						"cannot be limited to some peers"
-				}
 				if f.Direction != "" && f.Direction != DirOut {
 					return "direction", fmt.Sprintf("%q: a rate fault shapes what the target sends (out) only", f.Direction)
 				}
-				return checkNet(f, "direction", "rate")
+				return checkNet(f, "peers", "direction", "rate")
 			},
 		},
 		{

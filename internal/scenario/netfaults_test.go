@@ -92,8 +92,6 @@ var _ = Describe("network fault kinds", Label("unit"), func() {
 		Entry("a loss with reject", "{kind: loss, target: pcscf1, loss: 5, reject: true, at: 1s}",
 			"faults[0].reject: not a field of a loss fault"),
 		Entry("a rate that is not one", "{kind: rate, target: pcscf1, rate: fast, at: 1s}", `faults[0].rate: "fast"`),
-		Entry("a rate towards peers", "{kind: rate, target: pcscf1, rate: 1mbit, peers: [bac], at: 1s}",
-			"faults[0].peers: a rate fault shapes everything"),
 		Entry("a rate inwards", "{kind: rate, target: pcscf1, rate: 1mbit, direction: in, at: 1s}",
 			"faults[0].direction"),
 		Entry("a delay without delay", "{kind: delay, target: pcscf1, at: 1s}", "faults[0].delay: missing"),

@@ -7,13 +7,13 @@
 // (netfault.Loss) on what the node sends to the nodes of B (Peers = their addresses, direction out), and the same
 // in every node of B towards A: each direction of the link then sees the delay and the loss once, as stated.
 //
-// Rate is not applied: netfault.Rate is a token bucket on a whole interface, and a node's one interface carries
-// its traffic to its own site and to the other alike, so capping it would slow the traffic inside the site too.
-// Plan refuses a link with a rate, naming it, rather than pretend.
+// A link's rate becomes, in the same way, a netfault.Rate with Peers on each node: an HTB whose shaped class gets
+// only the packets to the other site's nodes (u32 filters on their addresses), so the traffic inside the site is
+// not slowed. The cap is per node and direction: a site of n nodes can send up to n × rate across the link, which
+// is a link between sites' nodes shaped at each sender, not one shared pipe.
 package sitenet
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -21,10 +21,6 @@ import (
 	"github.com/imslab/quasipool/internal/netfault"
 	"github.com/imslab/quasipool/internal/topology"
 )
-
-// ErrRateUnsupported: a link has a rate, which cannot be applied per destination.
-var ErrRateUnsupported = errors.New("sitenet: a link's rate_kbit cannot be applied: netfault.Rate shapes a whole " +
-	"interface, which carries the traffic inside the site too (per-destination shaping is not implemented)")
 
 // Item is one fault to apply in one node's namespace for one link.
 type Item struct {
@@ -40,7 +36,7 @@ func LinkName(l topology.Link) string { return strings.Join(l.Between, "–") }
 // Plan returns the faults that apply the topology's links: for every link with a delay or a loss, every node of
 // each of its sites gets them towards the nodes of the other. addrs gives a node's addresses; device is the
 // interface of a node's namespace that carries its traffic to the other nodes ("eth0" in the namespace backend).
-// A topology without links gives nothing. A link with a rate is an error (ErrRateUnsupported) naming it.
+// A topology without links gives nothing.
 func Plan(t *topology.Topology, addrs func(node string) ([]netip.Addr, error), device string) ([]Item, error) {
 	var out []Item
 	for _, l := range t.Links() {
@@ -48,10 +44,7 @@ func Plan(t *topology.Topology, addrs func(node string) ([]netip.Addr, error), d
 			return nil, fmt.Errorf("sitenet: link %v: want two sites", l.Between)
 		}
 		name := LinkName(l)
-		if l.RateKbit > 0 {
-			return nil, fmt.Errorf("link %s: rate_kbit %d: %w", name, l.RateKbit, ErrRateUnsupported)
-		}
-		if l.Delay <= 0 && l.Loss <= 0 {
+		if l.Delay <= 0 && l.Loss <= 0 && l.RateKbit <= 0 {
 			continue
 		}
 		for side := range 2 {
@@ -72,6 +65,10 @@ func Plan(t *topology.Topology, addrs func(node string) ([]netip.Addr, error), d
 				if l.Loss > 0 {
 					out = append(out, Item{Node: n, Link: name, Key: "link " + name + " loss",
 						Spec: netfault.Loss{Percent: l.Loss, Peers: peers, Direction: netfault.Out}})
+				}
+				if l.RateKbit > 0 {
+					out = append(out, Item{Node: n, Link: name, Key: "link " + name + " rate",
+						Spec: netfault.Rate{Device: device, Rate: fmt.Sprintf("%dkbit", l.RateKbit), Peers: peers}})
 				}
 			}
 		}

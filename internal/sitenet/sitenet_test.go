@@ -89,10 +89,17 @@ var _ = Describe("site links as network faults", Label("unit"), func() {
 		Expect(sitenet.Plan(t, addrs(t), "eth0")).To(BeEmpty())
 	})
 
-	It("refuses a rate, naming the link", func() {
+	It("shapes a link's rate per node towards the other site only", func() {
 		t := twoSites(topology.Link{RateKbit: 2000})
-		_, err := sitenet.Plan(t, addrs(t), "eth0")
-		Expect(err).To(MatchError(sitenet.ErrRateUnsupported))
-		Expect(err.Error()).To(ContainSubstring("link north–south: rate_kbit 2000"))
+		items, err := sitenet.Plan(t, addrs(t), "eth0")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(items).To(HaveLen(len(t.Nodes())), "one rate per node of both sites")
+		for _, it := range items {
+			r, ok := it.Spec.(netfault.Rate)
+			Expect(ok).To(BeTrue(), "%T", it.Spec)
+			Expect(r.Rate).To(Equal("2000kbit"))
+			Expect(r.Peers).NotTo(BeEmpty(), "only towards the other site")
+			Expect(it.Key).To(Equal("link north–south rate"))
+		}
 	})
 })
