@@ -9,15 +9,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=docs/results/issue11
-runs=(partition-bac-pcscf:42 partition-bac-pcscf:43 partition-bac-pcscf:44 loss-pcscf:42 wan-latency:42)
+runs=(partition-bac-pcscf:42 partition-bac-pcscf:43 partition-bac-pcscf:44 loss-pcscf:42 wan-latency:42
+  compose/partition-bac-pcscf:42)   # compose/…: the compose backend (Docker), the rest --netns
 if [[ "${1:-}" == "--run" ]]; then
   go build -o runs/imslab-net ./cmd/imslab
   for r in "${runs[@]}"; do
     s=${r%%:*} seed=${r##*:}
-    rm -rf "runs/issue11-$s-seed$seed" # a run directory is appended to: start from nothing
-    runs/imslab-net run "scenarios/$s.yaml" --netns --seed "$seed" --out "runs/issue11-$s-seed$seed" >/dev/null || true
+    name=${s#compose/} backend=(--netns) out="runs/issue11-${s//\//-}-seed$seed"
+    [[ "$s" == compose/* ]] && backend=(--backend compose)
+    rm -rf "$out" # a run directory is appended to: start from nothing
+    runs/imslab-net run "scenarios/$name.yaml" "${backend[@]}" --seed "$seed" --out "$out" >/dev/null || true
     mkdir -p "$dir/$s-seed$seed"
-    cp "runs/issue11-$s-seed$seed/summary.json" "runs/issue11-$s-seed$seed/expectations.json" "$dir/$s-seed$seed/"
+    cp "$out/summary.json" "$out/expectations.json" "$dir/$s-seed$seed/"
   done
 fi
 echo "| scenario (seed) | fault (instant, heal) | affected users | calls during the fault: answered in it / all | after the heal: answered / all | all calls: answered / all | MO / MT affected users served before re-registration | interruption p50 / p95 / max MO, MT (s) | time to detect (s) | expectations held |"

@@ -28,7 +28,8 @@ type Config struct {
 	Topology *topology.Topology
 	// RunDir receives everything of the run, bind-mounted at /data in every container. Required.
 	RunDir string
-	// RepoDir is the repository root, to build the image when it is missing (or Build is set).
+	// RepoDir is the repository root: from a source checkout (a go.mod there) the image is rebuilt at every Up;
+	// otherwise it is built only when missing (or Build is set).
 	RepoDir string
 	// Image is the lab image (default DefaultImage).
 	Image string
@@ -190,7 +191,16 @@ func (l *Lab) Up(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("compose lab: %w", err)
 	}
-	if !ok || l.cfg.Build {
+	// From a source checkout the image is always rebuilt: an image left by an older checkout runs binaries that do
+	// not read today's node configurations (a stale image failed at start on a new config field). The Go build
+	// cache and Docker's layer cache make a rebuild of unchanged sources take seconds.
+	fromSource := false
+	if l.cfg.RepoDir != "" {
+		if _, err := os.Stat(filepath.Join(l.cfg.RepoDir, "go.mod")); err == nil {
+			fromSource = true
+		}
+	}
+	if !ok || l.cfg.Build || fromSource {
 		if l.cfg.RepoDir == "" {
 			return fmt.Errorf("compose lab: image %s not found (make lab-image builds it)", l.cfg.Image)
 		}
