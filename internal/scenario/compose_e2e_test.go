@@ -83,4 +83,32 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 		Expect(decoded(`sip.Method == "INVITE" && sip.r-uri contains "restore=1" || sip.Route contains "restore=1"`)).NotTo(BeEmpty())
 		Expect(decoded("diameter.cmd.code == 302 && diameter.User-Authorization-Type == 2")).NotTo(BeEmpty())
 	}, NodeTimeout(6*time.Minute))
+
+	It("runs partition-bac-pcscf against containers: the partition entered into pcscf1's container, the same expectations",
+		func(ctx SpecContext) {
+			testutil.RequireDocker(ctx)
+			wd, err := os.Getwd()
+			Expect(err).NotTo(HaveOccurred())
+			repo, err := lab.FindRepo(wd)
+			Expect(err).NotTo(HaveOccurred())
+			file := filepath.Join(repo, "scenarios", "partition-bac-pcscf.yaml")
+			sc, err := scenario.Load(file)
+			Expect(err).NotTo(HaveOccurred())
+			shorten(sc, freeBlock(12))
+			dir := filepath.Join(GinkgoT().TempDir(), "run")
+			var out strings.Builder
+			o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, RepoDir: repo,
+				Backend: scenario.BackendCompose, Progress: 4 * time.Second, GracePeriod: 2 * time.Second},
+				scenario.WithOutput(&out),
+				scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+				scenario.WithReportBuilder(func(runDir string) (scenario.Metrics, error) { return report.Build(runDir) }))
+			GinkgoWriter.Println(out.String())
+			Expect(err).NotTo(HaveOccurred(), out.String())
+			Expect(o.Passed).To(BeTrue(), out.String())
+
+			// Seen by the BAC, not the injector: its probes to pcscf1 timed out while pcscf1 kept running.
+			b, err := os.ReadFile(filepath.Join(dir, "events", "bac.jsonl"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(b)).To(MatchRegexp(`"peer":"pcscf1[^"]*","reason":"(probe_)?timeout"[^\n]*"state":"down"|"state":"down"[^\n]*pcscf1`))
+		}, NodeTimeout(6*time.Minute))
 })
