@@ -98,7 +98,7 @@ var _ = Describe("site links on the namespace backend", Label("netns", "e2e"), f
 				return string(out)
 			}
 			ns := l.Namespace("pcscf3")
-			Expect(tc(ns, "qdisc", "show")).To(ContainSubstring("qdisc htb fa17: root"))
+			Expect(tc(ns, "qdisc", "show")).To(ContainSubstring("qdisc htb fa17: dev eth0 root"))
 			Expect(tc(ns, "class", "show", "dev", "eth0")).To(ContainSubstring("rate 1Mbit"))
 			filters := tc(ns, "filter", "show", "dev", "eth0")
 			a4 := netip.MustParseAddr(p1.Address).As4()
