@@ -167,8 +167,8 @@ var _ = Describe("network fault kinds", Label("unit"), func() {
 		scenario.NewInjector(l, s.Faults, time.Now()).Run(ctx, func(err error) { Fail(err.Error()) })
 		Expect(l.net).To(ContainElements(
 			"apply pcscf1 [loss pcscf1 at 20ms] loss 5% in peers=[]",
-			"apply pcscf2 [rate pcscf2 at 20ms] rate 1mbit dev ",
-			"apply scscf1 [delay scscf1 at 20ms] delay 20ms jitter 2ms dev ",
+			"apply pcscf2 [rate pcscf2 at 20ms] rate 1mbit dev *",
+			"apply scscf1 [delay scscf1 at 20ms] delay 20ms jitter 2ms out dev * peers=[10.0.0.1/32]",
 			"heal pcscf1 [loss pcscf1 at 20ms]", "heal pcscf2 [rate pcscf2 at 20ms]", "heal scscf1 [delay scscf1 at 20ms]"))
 		Expect(l.events[0]).To(SatisfyAny(HaveKeyWithValue("loss_percent", 5.0), HaveKeyWithValue("rate", "1mbit"),
 			HaveKeyWithValue("delay_ms", 20.0)))
