@@ -47,7 +47,10 @@ type Overrides struct {
 	// PoolSize is the number of active members of both pools (as imslab compare --pool-size).
 	PoolSize int `yaml:"pool_size"`
 	// Traffic holds fields of the scenario's traffic block (docs/scenarios.md) that replace the scenario's.
-	Traffic *yaml.Node `yaml:"traffic"`
+	Traffic yaml.Node `yaml:"traffic"`
+	// Faults, when given, replace the scenario's faults (the scenario format's fault list, docs/scenarios.md):
+	// e.g. the realistic P-CSCF kill scenario with an S-CSCF as the victim.
+	Faults []scenario.Fault `yaml:"faults"`
 }
 
 // Experiment is one scenario run under one or more schemes, Repeat times each.
@@ -191,8 +194,8 @@ func checkOverrides(add func(string, string, ...any), p string, o Overrides) {
 	if o.PoolSize < 0 || o.PoolSize == 1 || o.PoolSize > 8 {
 		add(p+".pool_size", "must be from 2 to 8 (active members of both pools), is %d", o.PoolSize)
 	}
-	if o.Traffic != nil {
-		if _, err := applyTraffic(o.Traffic, scenario.Traffic{}); err != nil {
+	if o.Traffic.Kind != 0 {
+		if _, err := applyTraffic(&o.Traffic, scenario.Traffic{}); err != nil {
 			add(p+".traffic", "%v", err)
 		}
 	}
@@ -327,10 +330,13 @@ func (f *File) planExperiment(i int, e Experiment, quick bool) (*PlannedExperime
 	if o.Duration > 0 {
 		base.Duration = o.Duration
 	}
-	if o.Traffic != nil {
-		if base.Traffic, err = applyTraffic(o.Traffic, base.Traffic); err != nil {
+	if o.Traffic.Kind != 0 {
+		if base.Traffic, err = applyTraffic(&o.Traffic, base.Traffic); err != nil {
 			return nil, &FieldError{Field: field + ".traffic", Msg: err.Error()}
 		}
+	}
+	if o.Faults != nil {
+		base.Faults = slices.Clone(o.Faults)
 	}
 	if o.PoolSize > 0 {
 		base.Topology.Pools.PCSCF.Size, base.Topology.Pools.SCSCF.Size = o.PoolSize, o.PoolSize
@@ -372,14 +378,17 @@ func merge(o, q Overrides) Overrides {
 	if q.PoolSize > 0 {
 		o.PoolSize = q.PoolSize
 	}
-	if q.Traffic != nil {
-		if o.Traffic == nil {
+	if q.Faults != nil {
+		o.Faults = q.Faults
+	}
+	if q.Traffic.Kind != 0 {
+		if o.Traffic.Kind != yaml.MappingNode || q.Traffic.Kind != yaml.MappingNode {
 			o.Traffic = q.Traffic
 		} else {
 			// Both: the quick fields over the experiment's.
 			m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 			m.Content = append(append(m.Content, o.Traffic.Content...), q.Traffic.Content...)
-			o.Traffic = dedupe(m)
+			o.Traffic = *dedupe(m)
 		}
 	}
 	return o

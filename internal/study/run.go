@@ -124,6 +124,25 @@ func complete(dir string) bool {
 	return true
 }
 
+// States tells for every run of the plan what its directory under dir holds: "done", "unfinished" (it would be
+// removed and run again) or "to run"; an error when one holds a finished run of another configuration.
+func States(p *Plan, dir string) ([]string, error) {
+	out := make([]string, len(p.Runs))
+	for i, r := range p.Runs {
+		fp, err := Fingerprint(r.Scenario, r.Seed)
+		if err != nil {
+			return nil, err
+		}
+		st, err := check(filepath.Join(dir, r.Dir), runRecord{Study: p.Name, Experiment: r.Experiment,
+			Variant: r.Variant, Rep: r.Rep, Seed: r.Seed, Fingerprint: fp})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = [...]string{"to run", "done", "unfinished"}[st]
+	}
+	return out, nil
+}
+
 // loadDone reads a finished run's summary.
 func loadDone(dir string) (*report.Summary, error) {
 	b, err := os.ReadFile(filepath.Join(dir, report.FileSummary))
