@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -145,7 +146,7 @@ func (f *File) Validate() error {
 		case strings.ContainsAny(e.Name, `/\ `) || e.Name == "." || e.Name == "..":
 			add(p+".name", "%q: must not contain '/', '\\' or spaces (it names a directory)", e.Name)
 		case names[e.Name]:
-			add(p+".name", "%q: given twice", e.Name)
+			add(p+".name", "%q given twice", e.Name)
 		}
 		names[e.Name] = true
 		if e.Scenario == "" {
@@ -222,10 +223,24 @@ func applyTraffic(n *yaml.Node, tr scenario.Traffic) (scenario.Traffic, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&tr); err != nil {
-		return tr, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+		// The decoder's lines are those of the re-encoded block: name the field and its line in the study file.
+		if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if k := n.Content[i]; k.Value == m[1] {
+					return tr, fmt.Errorf("line %d: unknown traffic field %q (docs/scenarios.md lists them)", k.Line, k.Value)
+				}
+			}
+			return tr, fmt.Errorf("unknown traffic field %q (docs/scenarios.md lists them)", m[1])
+		}
+		return tr, errors.New(lineRef.ReplaceAllString(strings.TrimPrefix(err.Error(), "yaml: "), ""))
 	}
 	return tr, nil
 }
+
+var (
+	unknownField = regexp.MustCompile(`field (\S+) not found in type`)
+	lineRef      = regexp.MustCompile(`line \d+: `)
+)
 
 // Run is one run of a study: an experiment under one variant, one repetition.
 type Run struct {
