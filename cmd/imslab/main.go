@@ -54,6 +54,8 @@ commands:
         scheme (same traffic and seed) and write the measured Table 1 with plots (docs/compare.md)
   sweep <scenario> --param pool_size=2,3,4 [--schemes …]   one run per parameter combination and scheme;
         sweep.csv and a plot per varied parameter (docs/compare.md)
+  study <study.yaml> [--quick] [--out dir]   run every experiment × scheme × repetition of a study file,
+        interleaved and resumable; study.json and study.md with n, 95 % CI and provenance (docs/study.md)
   bench [--rate 100] [--duration 20s] [--steps kamailio,lab,…]   CPU per call per proxy hop of the lab's proxy
         and of Kamailio under the same SIPp load, alternately; bench.md and bench.json (docs/performance.md)
 
@@ -84,6 +86,8 @@ func main() {
 		err = buildImage(os.Args[2:], os.Stdout, os.Stderr)
 	case "probe":
 		err = probe(os.Args[2:], os.Stdout, os.Stderr)
+	case "study":
+		os.Exit(runStudy(os.Args[2:], os.Stdout, os.Stderr))
 	case "bench":
 		os.Exit(runBench(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "-help", "--help", "help":

@@ -1,0 +1,38 @@
+package main_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
+	"github.com/onsi/gomega/gexec"
+)
+
+var _ = Describe("imslab study", Label("unit"), func() {
+	repo, _ := filepath.Abs(filepath.Join("..", ".."))
+
+	It("refuses a bad study file with exit status 2, naming the field", func() {
+		f := filepath.Join(GinkgoT().TempDir(), "bad.yaml")
+		Expect(os.WriteFile(f, []byte("name: t\nout: o\nexperiments: [{name: a, scenario: x.yaml, seed: 0, repeat: 1}]\n"), 0o644)).To(Succeed())
+		s, err := gexec.Start(exec.Command(bin, "study", f), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s).WithTimeout(20 * time.Second).Should(gexec.Exit(2))
+		Expect(s.Err).To(gbytes.Say(`experiments\[0\]\.seed`))
+	})
+
+	It("prints the interleaved plan of the shipped quick study with --dry-run", func() {
+		out := GinkgoT().TempDir()
+		cmd := exec.Command(bin, "study", filepath.Join(repo, "studies", "quick.yaml"), "--quick", "--dry-run", "--out", out)
+		s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s).WithTimeout(20 * time.Second).Should(gexec.Exit(0))
+		Expect(s.Out).To(gbytes.Say(`pcscf-kill/quasi-pool/rep1\s+seed 1201\s+to run`))
+		Expect(s.Out).To(gbytes.Say(`pcscf-kill/load-sharing\+ignore-504/rep1\s+seed 1201\s+to run`))
+		Expect(s.Out).To(gbytes.Say(`pcscf-kill/quasi-pool/rep2\s+seed 1202\s+to run`))
+		Expect(s.Out).To(gbytes.Say(`4 runs, 4 to run`))
+	})
+})

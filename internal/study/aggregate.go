@@ -1,0 +1,350 @@
+package study
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/imslab/quasipool/internal/compare"
+	"github.com/imslab/quasipool/internal/report"
+	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/stats"
+)
+
+// Result is study.json.
+type Result struct {
+	Study       string `json:"study"`
+	Description string `json:"description,omitempty"`
+	File        string `json:"file,omitempty"`
+	Quick       bool   `json:"quick"`
+	// RunsPlanned, RunsDone (with a report, run now or found done), RunsSkipped (found done) and RunsFailed
+	// count the plan's runs so far.
+	RunsPlanned int                `json:"runs_planned"`
+	RunsDone    int                `json:"runs_done"`
+	RunsSkipped int                `json:"runs_skipped"`
+	RunsFailed  int                `json:"runs_failed"`
+	Provenance  Provenance         `json:"provenance"`
+	Experiments []ExperimentResult `json:"experiments"`
+}
+
+// ExperimentResult is one experiment of the study.
+type ExperimentResult struct {
+	Name         string          `json:"name"`
+	Scenario     string          `json:"scenario"`
+	ScenarioFile string          `json:"scenario_file"`
+	Repeat       int             `json:"repeat"`
+	Seed         int64           `json:"seed"`
+	Setup        compare.Setup   `json:"setup"`
+	Variants     []VariantResult `json:"variants"`
+}
+
+// VariantResult is one scheme of an experiment over its runs.
+type VariantResult struct {
+	Variant string `json:"variant"`
+	// Runs is the number of runs with a report (n); Failed those that could not be carried out; Pending the
+	// planned runs not reached yet.
+	Runs    int `json:"n_runs"`
+	Failed  int `json:"failed"`
+	Pending int `json:"pending"`
+	// AffectedUsers is the number of affected users over all the runs (the users behind a per-user KPI).
+	AffectedUsers int `json:"n_affected_users"`
+	// Seeds and RunDirs (relative to the study's directory) of the runs with a report; Elapsed their wall times
+	// in seconds (0 for a run found done).
+	Seeds    []int64   `json:"seeds"`
+	RunDirs  []string  `json:"run_dirs"`
+	ElapsedS []float64 `json:"elapsed_s"`
+	Errors   []string  `json:"errors,omitempty"`
+	// Metrics are the KPIs over the runs (compare's repetition KPIs, then the survival ones).
+	Metrics []compare.RepeatMetric `json:"metrics"`
+}
+
+// Metric returns the named metric or nil.
+func (v *VariantResult) Metric(name string) *compare.RepeatMetric {
+	for i := range v.Metrics {
+		if v.Metrics[i].Name == name {
+			return &v.Metrics[i]
+		}
+	}
+	return nil
+}
+
+// survivalKPIs are per-run values from the reachability probes' Kaplan–Meier curves (summary.json "survival",
+// docs/report.md); runs without probes have none.
+var survivalKPIs = []struct {
+	name, unit, doc string
+	val             func(*report.Survival) *float64
+}{
+	{"restored_at_bound", "share", "share of the affected users whose MT and MO service is restored (Kaplan–Meier) " +
+		"by detection + one probe interval (survival.restored_at_bound)",
+		func(s *report.Survival) *float64 { return fp(s.RestoredAtBound) }},
+	{"mt_restored_at_bound", "share", "the same for MT alone", func(s *report.Survival) *float64 {
+		if s.MT.N == 0 {
+			return nil
+		}
+		return fp(s.MT.At(s.BoundS))
+	}},
+	{"mo_restored_at_bound", "share", "the same for MO alone (users that place calls)", func(s *report.Survival) *float64 {
+		if s.MO.N == 0 {
+			return nil
+		}
+		return fp(s.MO.At(s.BoundS))
+	}},
+	{"restore_bound_s", "s", "detection + one probe interval: the instant the previous three are read at",
+		func(s *report.Survival) *float64 { return fp(s.BoundS) }},
+	{"restored_at_end", "share", "share of the probed users restored (MT and MO) by the end of the run",
+		func(s *report.Survival) *float64 {
+			if s.Service.N == 0 {
+				return nil
+			}
+			return fp(float64(s.Service.Restored) / float64(s.Service.N))
+		}},
+}
+
+func fp(x float64) *float64 { return &x }
+
+// Aggregate summarises the results so far per experiment and variant.
+func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Result, error) {
+	res := &Result{Study: p.Name, Description: p.Description, File: file, Quick: p.Quick, RunsPlanned: len(p.Runs),
+		Provenance: prov, Experiments: []ExperimentResult{}}
+	type key struct{ exp, variant string }
+	byKey := map[key][]RunResult{}
+	for _, r := range results {
+		byKey[key{r.Experiment, r.Variant}] = append(byKey[key{r.Experiment, r.Variant}], r)
+		switch {
+		case r.Summary != nil && r.Err == nil:
+			res.RunsDone++
+			if r.Skipped {
+				res.RunsSkipped++
+			}
+		default:
+			res.RunsFailed++
+		}
+	}
+	for _, e := range p.Experiments {
+		var vs []compare.Variant
+		for _, name := range e.Variants {
+			vs = append(vs, compare.Variant{Name: name})
+		}
+		er := ExperimentResult{Name: e.Name, Scenario: e.Scenario, ScenarioFile: e.ScenarioFile, Repeat: e.Repeat,
+			Seed: e.Seed, Variants: []VariantResult{}}
+		if e.Base != nil {
+			er.Setup = setupOf(e.Base, vs)
+		}
+		for _, v := range e.Variants {
+			vr, err := aggregateVariant(e, v, byKey[key{e.Name, v}])
+			if err != nil {
+				return nil, fmt.Errorf("study: %s/%s: %w", e.Name, v, err)
+			}
+			er.Variants = append(er.Variants, vr)
+		}
+		res.Experiments = append(res.Experiments, er)
+	}
+	return res, nil
+}
+
+func aggregateVariant(e PlannedExperiment, v string, runs []RunResult) (VariantResult, error) {
+	vr := VariantResult{Variant: v, Pending: e.Repeat - len(runs), Seeds: []int64{}, RunDirs: []string{},
+		ElapsedS: []float64{}, Metrics: []compare.RepeatMetric{}}
+	var reps []compare.RepeatRun
+	var sums []*report.Summary
+	for _, r := range runs {
+		if r.Summary == nil || r.Err != nil {
+			vr.Failed++
+			if r.Err != nil {
+				vr.Errors = append(vr.Errors, fmt.Sprintf("rep %d (seed %d): %v", r.Rep, r.Seed, r.Err))
+			}
+			continue
+		}
+		vr.Runs++
+		vr.AffectedUsers += r.Summary.AffectedUsers
+		vr.Seeds = append(vr.Seeds, r.Seed)
+		vr.RunDirs = append(vr.RunDirs, r.Dir)
+		vr.ElapsedS = append(vr.ElapsedS, math.Round(r.Elapsed.Seconds()*10)/10)
+		reps = append(reps, compare.RepeatRun{Seed: r.Seed, RunDir: r.Dir, Summary: r.Summary})
+		sums = append(sums, r.Summary)
+	}
+	if len(reps) == 0 {
+		return vr, nil
+	}
+	agg, err := compare.Aggregate(e.Scenario, v, reps)
+	if err != nil {
+		return vr, err
+	}
+	vr.Metrics = append(vr.Metrics, agg.Metrics...)
+	boot := uint64(vr.Seeds[0])
+	for _, k := range survivalKPIs {
+		vals := make([]float64, len(sums))
+		for i, s := range sums {
+			vals[i] = math.NaN()
+			if s.Survival != nil {
+				if x := k.val(s.Survival); x != nil {
+					vals[i] = *x
+				}
+			}
+		}
+		st, err := stats.PerRun(vals, boot)
+		if errors.Is(err, stats.ErrNoValues) {
+			continue
+		}
+		if err != nil {
+			return vr, err
+		}
+		vr.Metrics = append(vr.Metrics, compare.RepeatMetric{Name: k.name, Unit: k.unit, Per: "run", Doc: k.doc, Stat: st})
+	}
+	return vr, nil
+}
+
+// WriteOutputs writes study.json and study.md into dir.
+func WriteOutputs(dir string, r *Result) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("study: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FileJSON), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("study: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FileMarkdown), []byte(Markdown(r)), 0o644); err != nil {
+		return fmt.Errorf("study: %w", err)
+	}
+	return nil
+}
+
+// headline are the KPIs of study.md's tables, in order.
+var headline = []string{"affected_users", "time_to_detect_s", "restored_at_bound", "mt_restored_at_bound",
+	"mo_restored_at_bound", "restored_at_end", "mo_interruption_s", "mt_interruption_s", "rereg_s", "mo_taken_over",
+	"mt_taken_over"}
+
+// Markdown renders study.md.
+func Markdown(r *Result) string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Study %s", r.Study)
+	if r.Quick {
+		b.WriteString(" (quick)")
+	}
+	b.WriteString("\n\n")
+	if r.Description != "" {
+		fmt.Fprintf(&b, "%s\n\n", strings.TrimSpace(r.Description))
+	}
+	fmt.Fprintf(&b, "Written by `imslab study` from the study file `%s` (docs/study.md). Runs: %d planned, %d with a "+
+		"report (%d found done and not run again), %d failed.\n\n", r.File, r.RunsPlanned, r.RunsDone, r.RunsSkipped,
+		r.RunsFailed)
+	b.WriteString("Each cell is mean [95 % CI] over the runs, then median, min–max and, from 20 values on, p95. The " +
+		"CI is a percentile bootstrap that resamples whole runs (the users of one run are not independent; " +
+		"docs/compare.md, \"Repetitions\"); with fewer than about 10 runs it is rough, with one run absent. " +
+		"*runs* is n (runs with a report), *users* the affected users over those runs.\n\n")
+	for _, e := range r.Experiments {
+		fmt.Fprintf(&b, "## %s\n\nScenario `%s` (%s), %d runs per scheme from seed %d (seeds %d…%d). Setup: %s.\n\n",
+			e.Name, e.Scenario, e.ScenarioFile, e.Repeat, e.Seed, e.Seed, e.Seed+int64(e.Repeat)-1, setupLine(e.Setup))
+		b.WriteString("| KPI |")
+		for _, v := range e.Variants {
+			fmt.Fprintf(&b, " %s |", v.Variant)
+		}
+		b.WriteString("\n|---|")
+		for range e.Variants {
+			b.WriteString("---|")
+		}
+		b.WriteString("\n| runs (failed, pending) |")
+		for _, v := range e.Variants {
+			fmt.Fprintf(&b, " %d (%d, %d) |", v.Runs, v.Failed, v.Pending)
+		}
+		b.WriteString("\n| affected users (all runs) |")
+		for _, v := range e.Variants {
+			fmt.Fprintf(&b, " %d |", v.AffectedUsers)
+		}
+		b.WriteString("\n")
+		for _, name := range headline {
+			var row []string
+			unit, per, any := "", "", false
+			for i := range e.Variants {
+				m := e.Variants[i].Metric(name)
+				if m == nil {
+					row = append(row, "–")
+					continue
+				}
+				any, unit, per = true, m.Unit, m.Per
+				row = append(row, cell(m.Stat))
+			}
+			if !any {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s (%s, per %s) | %s |\n", name, unit, per, strings.Join(row, " | "))
+		}
+		b.WriteString("\n")
+		for _, v := range e.Variants {
+			for _, er := range v.Errors {
+				fmt.Fprintf(&b, "- %s: failed run %s\n", v.Variant, er)
+			}
+		}
+		b.WriteString("Runs:")
+		for _, v := range e.Variants {
+			for i, d := range v.RunDirs {
+				fmt.Fprintf(&b, " [%s](%s/report.md) (seed %d)", d, d, v.Seeds[i])
+			}
+		}
+		b.WriteString("\n\n")
+	}
+	b.WriteString("## KPIs\n\n")
+	seen := map[string]bool{}
+	for _, e := range r.Experiments {
+		for _, v := range e.Variants {
+			for _, m := range v.Metrics {
+				if !seen[m.Name] {
+					seen[m.Name] = true
+					fmt.Fprintf(&b, "- **%s** (%s, per %s): %s.\n", m.Name, m.Unit, m.Per, m.Doc)
+				}
+			}
+		}
+	}
+	b.WriteString("\n")
+	b.WriteString(r.Provenance.Markdown())
+	return b.String()
+}
+
+func cell(s stats.Summary) string {
+	c := fmt.Sprintf("%s %s; median %s; %s–%s", num(s.Mean), ci(s.MeanCI), num(s.Median), num(s.Min), num(s.Max))
+	if s.P95 != nil {
+		c += "; p95 " + num(*s.P95)
+	}
+	if s.Values != s.Runs {
+		c += fmt.Sprintf(" (n %d runs, %d users)", s.Runs, s.Values)
+	} else {
+		c += fmt.Sprintf(" (n %d)", s.Runs)
+	}
+	return c
+}
+
+func num(x float64) string { return fmt.Sprintf("%.3g", x) }
+
+func ci(i *stats.Interval) string {
+	if i == nil {
+		return "[no CI: 1 run]"
+	}
+	return fmt.Sprintf("[%s, %s]", num(i.Low), num(i.High))
+}
+
+func setupLine(s compare.Setup) string {
+	return fmt.Sprintf("%g s, %d phones, %d+%d active P-/S-CSCFs, probing every %g s (%d failures to down), "+
+		"registration period %g s, faults %s", s.DurationS, s.Phones, s.ActivePCSCF, s.ActiveSCSCF, s.ProbingS,
+		s.FailuresToDown, s.ExpiresS, strings.Join(s.Faults, "; "))
+}
+
+// setupOf describes the experiment's scenario before the schemes (as compare's setup section).
+func setupOf(sc *scenario.Scenario, vs []compare.Variant) compare.Setup {
+	s := compare.Setup{DurationS: sc.Duration.Seconds(), Phones: sc.Traffic.Phones, CallRate: sc.Traffic.CallRate,
+		ProbeIntervalS: sc.Traffic.ProbeInterval.Seconds(), HoldS: sc.Traffic.Hold.Seconds(),
+		ExpiresS: sc.Topology.Registration.Expires.Seconds(), ProbingS: sc.Topology.Probing.Interval.Seconds(),
+		FailuresToDown: sc.Topology.Probing.FailuresToDown, ActivePCSCF: sc.Topology.Pools.PCSCF.Size,
+		ActiveSCSCF: sc.Topology.Pools.SCSCF.Size, Faults: []string{}}
+	for _, f := range sc.Faults {
+		s.Faults = append(s.Faults, f.String())
+	}
+	for _, v := range vs {
+		s.Variants = append(s.Variants, v.Name)
+	}
+	return s
+}

@@ -1,0 +1,119 @@
+package study
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Provenance says what produced a study's results: the code, the toolchain, the machine, the command and seeds.
+type Provenance struct {
+	// Commit is the repository's HEAD ("unknown" outside a git checkout); Dirty is true when tracked files
+	// differ from it (the results then come from code no commit holds).
+	Commit string `json:"commit"`
+	Dirty  bool   `json:"dirty"`
+	// GoVersion is the toolchain imslab was built with (the node binaries are built with the go on PATH, GoBuild).
+	GoVersion string `json:"go_version"`
+	GoBuild   string `json:"go_build,omitempty"`
+	// CPUModel and CPUs from /proc/cpuinfo (CPUs: processors listed); Kernel from uname -r.
+	CPUModel string `json:"cpu_model"`
+	CPUs     int    `json:"cpus"`
+	Kernel   string `json:"kernel"`
+	OS       string `json:"os"`
+	// CommandLine is imslab's argv.
+	CommandLine []string `json:"command_line"`
+	// Seeds are the seeds of each experiment's repetitions (every scheme of repetition k has the k-th).
+	Seeds    map[string][]int64 `json:"seeds"`
+	Started  time.Time          `json:"started"`
+	Finished time.Time          `json:"finished"`
+}
+
+// Collect gathers the provenance of a study run from the repository at repo (the working directory when "").
+func Collect(repo string, argv []string) Provenance {
+	p := Provenance{Commit: "unknown", GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH,
+		CommandLine: slices.Clone(argv), CPUs: runtime.NumCPU(), Kernel: "unknown", CPUModel: "unknown"}
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	if c, err := git("rev-parse", "HEAD"); err == nil && c != "" {
+		p.Commit = c
+		if st, err := git("status", "--porcelain", "--untracked-files=no"); err == nil {
+			p.Dirty = st != ""
+		}
+	}
+	if out, err := exec.Command("go", "version").Output(); err == nil {
+		p.GoBuild = strings.TrimSpace(string(out))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		p.CPUModel, p.CPUs = parseCPUInfo(b, p.CPUs)
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		p.Kernel = strings.TrimSpace(string(b))
+	} else if out, err := exec.Command("uname", "-r").Output(); err == nil {
+		p.Kernel = strings.TrimSpace(string(out))
+	}
+	return p
+}
+
+// parseCPUInfo returns the first "model name" and the number of "processor" entries (def when none).
+func parseCPUInfo(b []byte, def int) (string, int) {
+	model, n := "unknown", 0
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "processor":
+			n++
+		case "model name":
+			if model == "unknown" {
+				model = strings.TrimSpace(v)
+			}
+		}
+	}
+	if n == 0 {
+		n = def
+	}
+	return model, n
+}
+
+// Markdown renders the provenance section of study.md.
+func (p Provenance) Markdown() string {
+	var b strings.Builder
+	b.WriteString("## Provenance\n\n| | |\n|---|---|\n")
+	dirty := "no"
+	if p.Dirty {
+		dirty = "**yes**: tracked files differed from the commit"
+	}
+	fmt.Fprintf(&b, "| commit | `%s` |\n| uncommitted changes | %s |\n| Go | %s", p.Commit, dirty, p.GoVersion)
+	if p.GoBuild != "" {
+		fmt.Fprintf(&b, " (nodes built with: %s)", p.GoBuild)
+	}
+	fmt.Fprintf(&b, " |\n| CPU | %s, %d cores |\n| kernel | %s (%s) |\n| command | `%s` |\n", p.CPUModel, p.CPUs,
+		p.Kernel, p.OS, strings.Join(p.CommandLine, " "))
+	var names []string
+	for n := range p.Seeds {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		var s []string
+		for _, x := range p.Seeds[n] {
+			s = append(s, fmt.Sprint(x))
+		}
+		fmt.Fprintf(&b, "| seeds of %s | %s |\n", n, strings.Join(s, ", "))
+	}
+	fmt.Fprintf(&b, "| started | %s |\n| finished | %s |\n", p.Started.Format(time.RFC3339), p.Finished.Format(time.RFC3339))
+	return b.String()
+}

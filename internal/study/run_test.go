@@ -1,0 +1,261 @@
+package study_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/imslab/quasipool/internal/compare"
+	"github.com/imslab/quasipool/internal/report"
+	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/study"
+)
+
+// fakeRunner stands in for the lab: it records the runs in order and writes a summary.json and an
+// expectations.json as a finished run does. fail makes a run fail (before it writes anything complete).
+type fakeRunner struct {
+	mu    sync.Mutex
+	calls []string // "<variant-dir>/rep<k> seed"
+	fail  func(dir string) bool
+}
+
+// users of a fake run: n = 3 + seed%3 affected users, interruptions from the seed.
+func fakeSummary(sc *scenario.Scenario, seed int64) *report.Summary {
+	n := 3 + int(seed%3)
+	s := &report.Summary{Scenario: sc.Name, Seed: seed, AffectedUsers: n,
+		TimeToDetectS: map[string]float64{"bac": 1.5 + float64(seed%5)/10}}
+	ignore := sc.Traffic.OnRestoration504 == "ignore"
+	for i := range n {
+		v := 0.5 + float64(i)/10 + float64(seed%7)/100
+		if ignore {
+			v += 30
+		}
+		s.Users = append(s.Users, report.UserKPI{IMPU: fmt.Sprintf("u%d", i), MOInterruptionS: &v, MTInterruptionS: &v})
+	}
+	restored := 1.0
+	if ignore {
+		restored = 0
+	}
+	s.Survival = &report.Survival{IntervalS: 0.25, Users: n, DetectedS: 1.6, BoundS: 1.85, RestoredAtBound: restored,
+		MT:      report.KMCurve{N: n, Points: []report.KMPoint{{TS: 0}, {TS: 1, Restored: restored}}},
+		Service: report.KMCurve{N: n, Restored: int(restored) * n, Censored: n - int(restored)*n}}
+	return s
+}
+
+func (f *fakeRunner) run(_ context.Context, sc *scenario.Scenario, dir string, seed int64) (*scenario.Outcome, *report.Summary, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, fmt.Sprintf("%s %d", filepath.Join(filepath.Base(filepath.Dir(filepath.Dir(dir))),
+		filepath.Base(filepath.Dir(dir)), filepath.Base(dir)), seed))
+	f.mu.Unlock()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	s := fakeSummary(sc, seed)
+	b, _ := json.Marshal(s)
+	if err := os.WriteFile(filepath.Join(dir, report.FileSummary), b, 0o644); err != nil {
+		return nil, nil, err
+	}
+	if f.fail != nil && f.fail(dir) {
+		return nil, nil, errors.New("the lab did not come up")
+	}
+	o := &scenario.Outcome{RunDir: dir, Seed: seed, Passed: true}
+	b, _ = json.Marshal(o)
+	if err := os.WriteFile(filepath.Join(dir, "expectations.json"), b, 0o644); err != nil {
+		return nil, nil, err
+	}
+	return o, s, nil
+}
+
+func planOf(body string, quick bool) *study.Plan {
+	sf, err := study.Load(writeStudy(body))
+	Expect(err).NotTo(HaveOccurred())
+	p, err := sf.Plan(quick)
+	Expect(err).NotTo(HaveOccurred())
+	return p
+}
+
+func twoExperiments() string {
+	return `
+name: t
+out: unused
+experiments:
+  - name: p
+    scenario: ` + scenarioPath("realistic-pcscf-kill.yaml") + `
+    schemes: [quasi-pool, load-sharing+ignore-504]
+    seed: 100
+    repeat: 3
+  - name: s
+    scenario: ` + scenarioPath("realistic-pcscf-kill.yaml") + `
+    seed: 200
+    repeat: 2
+    faults: [{kind: kill, target: "random:scscf", at: 20s, jitter: 1s}]
+`
+}
+
+var _ = Describe("running a study", Label("unit"), func() {
+	var (
+		out string
+		f   *fakeRunner
+		log *bytes.Buffer
+	)
+	BeforeEach(func() {
+		out = GinkgoT().TempDir()
+		f = &fakeRunner{}
+		log = &bytes.Buffer{}
+	})
+	execute := func(p *study.Plan) (*study.Result, error) {
+		return study.Execute(context.Background(), study.Config{Plan: p, File: "s.yaml", OutDir: out, Run: f.run, Out: log,
+			Provenance: study.Collect("", []string{"imslab", "study", "s.yaml"})})
+	}
+
+	It("interleaves the runs: repetition 1 of every experiment and scheme, then repetition 2, …", func() {
+		p := planOf(twoExperiments(), false)
+		_, err := execute(p)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.calls).To(Equal([]string{
+			"p/quasi-pool/rep1 100", "p/load-sharing+ignore-504/rep1 100", "s/as-is/rep1 200",
+			"p/quasi-pool/rep2 101", "p/load-sharing+ignore-504/rep2 101", "s/as-is/rep2 201",
+			"p/quasi-pool/rep3 102", "p/load-sharing+ignore-504/rep3 102",
+		}))
+	})
+
+	It("does not run a finished run again, and reruns an unfinished or failed one", func() {
+		p := planOf(twoExperiments(), false)
+		f.fail = func(dir string) bool { return strings.HasSuffix(dir, filepath.Join("p", "quasi-pool", "rep2")) }
+		res, err := execute(p)
+		Expect(err).To(MatchError(study.ErrRunsFailed))
+		Expect(study.ExitCode(err)).To(Equal(study.ExitRuns))
+		Expect(res.RunsFailed).To(Equal(1))
+		Expect(res.Experiments[0].Variants[0].Runs).To(Equal(2))
+		Expect(res.Experiments[0].Variants[0].Errors).To(ConsistOf(ContainSubstring("rep 2 (seed 101): the lab did not come up")))
+		Expect(f.calls).To(HaveLen(8))
+		// An interrupted run: its record and a partial report, no expectations.json.
+		Expect(os.Remove(filepath.Join(out, "s", "as-is", "rep2", "expectations.json"))).To(Succeed())
+
+		f.calls, f.fail = nil, nil
+		log.Reset()
+		res, err = execute(p)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.calls).To(Equal([]string{"p/quasi-pool/rep2 101", "s/as-is/rep2 201"}))
+		Expect(log.String()).To(ContainSubstring("p/quasi-pool rep 1 (seed 100): skipped, done"))
+		Expect(log.String()).To(ContainSubstring("s/as-is rep 2 (seed 201): " + filepath.Join(out, "s", "as-is", "rep2") +
+			" holds an unfinished run of it: removed"))
+		Expect(strings.Count(log.String(), "skipped, done")).To(Equal(6))
+		Expect(res.RunsDone).To(Equal(8))
+		Expect(res.RunsSkipped).To(Equal(6))
+		Expect(res.Experiments[0].Variants[0].Runs).To(Equal(3))
+
+		f.calls = nil
+		_, err = execute(p)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.calls).To(BeEmpty())
+		states, err := study.States(p, out)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(states).To(HaveEach("done"))
+	})
+
+	It("refuses to resume into directories that hold runs of another configuration, before running anything", func() {
+		_, err := execute(planOf(twoExperiments(), false))
+		Expect(err).NotTo(HaveOccurred())
+		f.calls = nil
+		changed := strings.Replace(twoExperiments(), "repeat: 3", "repeat: 3\n    duration: 50s", 1)
+		_, err = execute(planOf(changed, false))
+		Expect(err).To(MatchError(ContainSubstring("holds a finished run that is not this study's p/quasi-pool rep 1")))
+		Expect(study.ExitCode(err)).To(Equal(study.ExitError))
+		Expect(f.calls).To(BeEmpty())
+	})
+
+	It("aggregates per experiment and scheme with n, a CI for every KPI, and provenance, in study.json and study.md", func() {
+		p := planOf(twoExperiments(), false)
+		_, err := execute(p)
+		Expect(err).NotTo(HaveOccurred())
+		b, err := os.ReadFile(filepath.Join(out, study.FileJSON))
+		Expect(err).NotTo(HaveOccurred())
+		var res study.Result
+		Expect(json.Unmarshal(b, &res)).To(Succeed())
+		Expect(res.RunsPlanned).To(Equal(8))
+		Expect(res.Experiments).To(HaveLen(2))
+		for _, e := range res.Experiments {
+			for _, v := range e.Variants {
+				Expect(v.Runs).To(Equal(e.Repeat), e.Name+"/"+v.Variant)
+				users := 0
+				for _, seed := range v.Seeds {
+					users += 3 + int(seed%3)
+				}
+				Expect(v.AffectedUsers).To(Equal(users))
+				names := map[string]bool{}
+				for _, m := range v.Metrics {
+					names[m.Name] = true
+					Expect(m.Stat.Runs).To(Equal(e.Repeat), m.Name)
+					Expect(m.Stat.MeanCI).NotTo(BeNil(), m.Name)
+					Expect(m.Stat.MedianCI).NotTo(BeNil(), m.Name)
+					Expect(m.Stat.P95).To(BeNil(), "fewer than 20 values: no p95 ("+m.Name+")")
+				}
+				for _, n := range []string{"affected_users", "time_to_detect_s", "mo_interruption_s", "mt_interruption_s",
+					"restored_at_bound", "mt_restored_at_bound", "restored_at_end"} {
+					Expect(names).To(HaveKey(n))
+				}
+				Expect(v.Metric("mo_interruption_s").Stat.Values).To(Equal(users), "per-user KPI: one value per affected user")
+			}
+		}
+		qp, ls := res.Experiments[0].Variants[0], res.Experiments[0].Variants[1]
+		Expect(qp.Metric("restored_at_bound").Stat.Mean).To(Equal(1.0))
+		Expect(ls.Metric("restored_at_bound").Stat.Mean).To(Equal(0.0))
+		Expect(ls.Metric("mo_interruption_s").Stat.Min).To(BeNumerically(">", 30))
+		Expect(res.Provenance.Seeds).To(Equal(map[string][]int64{"p": {100, 101, 102}, "s": {200, 201}}))
+
+		pv := res.Provenance
+		Expect(pv.Commit).To(MatchRegexp(`^[0-9a-f]{40}$`))
+		Expect(pv.GoVersion).To(HavePrefix("go"))
+		Expect(pv.CPUModel).NotTo(Or(BeEmpty(), Equal("unknown")))
+		Expect(pv.CPUs).To(BeNumerically(">=", 1))
+		Expect(pv.Kernel).NotTo(Or(BeEmpty(), Equal("unknown")))
+		Expect(pv.CommandLine).To(Equal([]string{"imslab", "study", "s.yaml"}))
+		Expect(pv.Finished).To(BeTemporally(">=", pv.Started))
+		Expect(pv.Started.IsZero()).To(BeFalse())
+
+		md, err := os.ReadFile(filepath.Join(out, study.FileMarkdown))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(ContainSubstring("## Provenance"))
+		Expect(string(md)).To(ContainSubstring(pv.Commit))
+		Expect(string(md)).To(ContainSubstring("| restored_at_bound (share, per run) | 1 [1, 1]; median 1; 1–1 (n 3) | 0 [0, 0]"))
+		Expect(string(md)).To(ContainSubstring("seeds of p | 100, 101, 102"))
+		Expect(string(md)).To(ContainSubstring("[p/quasi-pool/rep1](p/quasi-pool/rep1/report.md)"))
+	})
+
+	It("gives a p95 only from 20 values on", func() {
+		p := planOf(strings.Replace(twoExperiments(), "repeat: 3", "repeat: 20", 1), false)
+		res, err := execute(p)
+		Expect(err).NotTo(HaveOccurred())
+		v := res.Experiments[0].Variants[0]
+		Expect(v.Metric("time_to_detect_s").Stat.P95).NotTo(BeNil(), "20 runs")
+		Expect(res.Experiments[1].Variants[0].Metric("time_to_detect_s").Stat.P95).To(BeNil(), "2 runs")
+	})
+
+	It("stops when interrupted and keeps the outputs of the runs so far", func() {
+		p := planOf(twoExperiments(), false)
+		ctx, cancel := context.WithCancel(context.Background())
+		n := 0
+		run := func(c context.Context, sc *scenario.Scenario, dir string, seed int64) (*scenario.Outcome, *report.Summary, error) {
+			n++
+			if n == 3 {
+				cancel()
+			}
+			return f.run(c, sc, dir, seed)
+		}
+		res, err := study.Execute(ctx, study.Config{Plan: p, OutDir: out, Run: compare.RunFunc(run)})
+		Expect(err).To(MatchError(context.Canceled))
+		Expect(study.ExitCode(err)).To(Equal(study.ExitError))
+		Expect(res.RunsDone).To(Equal(3))
+		Expect(filepath.Join(out, study.FileJSON)).To(BeAnExistingFile())
+	})
+})
