@@ -18,8 +18,8 @@ import (
 	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/netfault"
 	"github.com/imslab/quasipool/internal/netns"
-	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
 )
 
