@@ -164,6 +164,8 @@ type RunResult struct {
 	Summary *report.Summary
 	Err     error
 	Elapsed time.Duration
+	// Env is the run's study-env.json (nil for a run of an older imslab).
+	Env *RunEnv
 }
 
 // Execute runs the plan's runs in order, skipping those whose directory already holds their finished run, and
@@ -215,6 +217,9 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 			s, err := loadDone(dir)
 			if err == nil {
 				rr.Skipped, rr.Summary = true, s
+				if rr.Env, err = readEnv(dir); err != nil {
+					fmt.Fprintf(out, "== [%d/%d] %s: %v (its commit is not recorded)\n", i+1, len(cfg.Plan.Runs), label, err)
+				}
 				results = append(results, rr)
 				fmt.Fprintf(out, "== [%d/%d] %s: skipped, done (%s)\n", i+1, len(cfg.Plan.Runs), label, dir)
 				continue
@@ -233,9 +238,18 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 			return write(cfg, prov, results, err)
 		}
 		fmt.Fprintf(out, "== [%d/%d] %s: run dir %s\n", i+1, len(cfg.Plan.Runs), label, dir)
+		env := newRunEnv(prov)
+		if err := writeEnv(dir, env); err != nil {
+			return write(cfg, prov, results, err)
+		}
 		began := time.Now()
 		_, s, err := cfg.Run(ctx, r.Scenario, dir, r.Seed)
 		rr.Elapsed = time.Since(began)
+		env.finish()
+		rr.Env = &env
+		if werr := writeEnv(dir, env); werr != nil && err == nil {
+			err = werr
+		}
 		rr.Summary, rr.Err = s, err
 		if err == nil && s == nil {
 			rr.Err = errors.New("the run produced no report")
@@ -275,6 +289,7 @@ func writeRecord(dir string, rec runRecord) error {
 // write aggregates the results so far and writes study.json and study.md; runErr is returned unless writing fails.
 func write(cfg Config, prov Provenance, results []RunResult, runErr error) (*Result, error) {
 	prov.Finished = time.Now().UTC()
+	prov.addRuns(results)
 	res, err := Aggregate(cfg.Plan, cfg.File, prov, results)
 	if err != nil {
 		return nil, errors.Join(runErr, err)

@@ -222,11 +222,25 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(pv.CommandLine).To(Equal([]string{"imslab", "study", "s.yaml"}))
 		Expect(pv.Finished).To(BeTemporally(">=", pv.Started))
 		Expect(pv.Started.IsZero()).To(BeFalse())
+		// Every run records the commit that ran it: all 8 here ran on the same code.
+		key := pv.Commit
+		if pv.Dirty {
+			key += "+dirty"
+		}
+		Expect(pv.RunCommits).To(Equal(map[string]int{key: 8}))
+		Expect(pv.CPUsAllowed).NotTo(BeEmpty())
+		env, err := os.ReadFile(filepath.Join(out, "p", "quasi-pool", "rep1", study.FileEnv))
+		Expect(err).NotTo(HaveOccurred())
+		var re study.RunEnv
+		Expect(json.Unmarshal(env, &re)).To(Succeed())
+		Expect(re.Commit).To(Equal(pv.Commit))
+		Expect(re.Finished).To(BeTemporally(">=", re.Started))
 
 		md, err := os.ReadFile(filepath.Join(out, study.FileMarkdown))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(md)).To(ContainSubstring("## Provenance"))
 		Expect(string(md)).To(ContainSubstring(pv.Commit))
+		Expect(string(md)).To(ContainSubstring("| runs by commit | `" + key + "`: 8 |"))
 		Expect(string(md)).To(ContainSubstring("| restored_at_bound (share, per run) | 1 [1, 1]; median 1; 1–1 (n 3) | 0 [0, 0]"))
 		Expect(string(md)).To(ContainSubstring("seeds of p | 100, 101, 102"))
 		Expect(string(md)).To(ContainSubstring("[p/quasi-pool/rep1](p/quasi-pool/rep1/report.md)"))
