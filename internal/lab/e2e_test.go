@@ -89,6 +89,12 @@ var _ = Describe("lab with the real dnsd and hss", Label("e2e"), func() {
 		Expect(resp.StatusCode).To(Equal(200))
 		Expect(string(body)).To(ContainSubstring("user0001@ims.test"), "the lab subscribers are provisioned")
 
+		By("sampling each running node's CPU time and memory every second")
+		Eventually(func() []event { return eventsOf(l, "resource", "hss") }).WithTimeout(5 * time.Second).
+			Should(ContainElement(And(HaveKeyWithValue("pid", BeEquivalentTo(l.PID("hss"))),
+				HaveKeyWithValue("cpu_s", BeNumerically(">", 0)), HaveKeyWithValue("rss_bytes", BeNumerically(">", 1<<20)))))
+		Expect(eventsOf(l, "resource", "pcscf1")).To(BeEmpty(), "a node that does not run is not sampled")
+
 		By("killing the HSS with SIGKILL")
 		pid := l.PID("hss")
 		Expect(l.Kill("hss")).To(Succeed())

@@ -117,6 +117,36 @@ type Lab struct {
 	netnsCheck func() error
 	net        *netns.Network // Config.Netns: the lab network (nil otherwise)
 	faults     *netfault.Set  // Config.Netns: the network faults applied (site links, scenario faults)
+
+	samplerMu   sync.Mutex
+	samplerStop chan struct{} // closed to stop sampleResources (nil when it is not running)
+	samplerDone chan struct{}
+}
+
+// startSampler starts sampleResources unless it runs already.
+func (l *Lab) startSampler() {
+	l.samplerMu.Lock()
+	defer l.samplerMu.Unlock()
+	if l.samplerStop != nil {
+		return
+	}
+	l.samplerStop, l.samplerDone = make(chan struct{}), make(chan struct{})
+	go func(stop, done chan struct{}) {
+		defer close(done)
+		l.sampleResources(stop)
+	}(l.samplerStop, l.samplerDone)
+}
+
+// stopSampler stops sampleResources and waits for it.
+func (l *Lab) stopSampler() {
+	l.samplerMu.Lock()
+	defer l.samplerMu.Unlock()
+	if l.samplerStop == nil {
+		return
+	}
+	close(l.samplerStop)
+	<-l.samplerDone
+	l.samplerStop, l.samplerDone = nil, nil
 }
 
 // node is one node of the topology and its current process, if any.
@@ -255,6 +285,7 @@ func (l *Lab) Topology() *topology.Topology { return l.cfg.Topology }
 
 // Close closes the lab's events file and, under Config.Netns, removes the namespace network. Call it after Down.
 func (l *Lab) Close() error {
+	l.stopSampler()
 	var errs []error
 	if l.net != nil {
 		if err := l.healAllNet(); err != nil {
@@ -308,6 +339,7 @@ func (l *Lab) Up(ctx context.Context) error {
 			return err
 		}
 	}
+	l.startSampler()
 	return nil
 }
 
@@ -323,6 +355,7 @@ func (l *Lab) Run(ctx context.Context) error {
 // Down stops every running node, in reverse start order, gracefully (SIGTERM, then SIGKILL after the grace
 // period).
 func (l *Lab) Down() error {
+	l.stopSampler()
 	l.events.Emit("lab_down", nil)
 	var errs []error
 	for i := len(l.nodes) - 1; i >= 0; i-- {
