@@ -165,8 +165,8 @@ var _ = Describe("the mutual scheme in a comparison", Label("unit"), func() {
 		Expect(string(md)).To(ContainSubstring("| Table 1 row | quasi-pool (准POOL) | mutual (1+1互备) |"))
 		Expect(string(md)).To(ContainSubstring("| 倒换风险 (switchover risk) | study: 小 (low) · measured: not measured by this scenario | study: 小 (low) ·"))
 		Expect(string(md)).To(ContainSubstring("study: 是（HSS共享或容灾查询） (yes, through the HSS) · measured: member to member: no; 0 replication messages"))
-		Expect(string(md)).To(ContainSubstring("study: 1倍 (1×) · measured: 0 % of the processes idle; one failure adds 100 % to the load of the partner"))
-		Expect(string(md)).To(ContainSubstring("study: 1/(N-1) · measured: 0 % of the processes idle; one failure adds 33 % to the load of each survivor"))
+		Expect(string(md)).To(ContainSubstring("study: 1倍 (1×) · measured: 0 % of the processes idle; by configuration one failure adds 100 % to the load of the partner; survivors' load not measured in this run"))
+		Expect(string(md)).To(ContainSubstring("study: 1/(N-1) · measured: 0 % of the processes idle; by configuration one failure adds 33 % to the load of each survivor"))
 		Expect(string(md)).To(ContainSubstring("study: 全部 (all) · measured: 100 % MO / 100 % MT of the 3 affected users"))
 		Expect(string(md)).To(ContainSubstring("seven values for six columns"))
 		h, err := os.ReadFile(filepath.Join(dir, "compare.html"))
@@ -197,6 +197,23 @@ var _ = Describe("the measured Table 1", Label("unit"), func() {
 		r = compare.RowOf(ls, [2]int{3, 3}, "load-sharing", fixture("load-sharing"), nil, nil)
 		Expect(*r.MT.TakenOver).To(BeZero())
 		Expect(*r.MT.ReregGapP50S).To(BeNumerically("~", 0.5, 1e-9), "MT service comes back with re-registration")
+	})
+
+	It("takes the faulted pool's measured member load for the redundancy row", func() {
+		qp, _ := compare.ParseVariant("quasi-pool")
+		s := fixture("quasi-pool")
+		ratio, cpu := 1.48, 1.3
+		s.MemberLoad = &report.MemberLoad{Members: []report.MemberLoadRow{
+			{Node: "scscf1", Pool: "scscf"}, {Node: "pcscf1", Pool: "pcscf", Faulted: true}},
+			Pools: map[string]*report.PoolLoad{"pcscf": {PeakLoadRatio: &ratio, CPUPeakRatio: &cpu},
+				"scscf": {}}}
+		r := compare.RowOf(qp, [2]int{3, 3}, "quasi-pool", s, nil, nil)
+		Expect(*r.PeakLoadRatio).To(Equal(1.48))
+		Expect(*r.CPUPeakRatio).To(Equal(1.3))
+		rep, err := compare.Aggregate("x", "quasi-pool", []compare.RepeatRun{{Seed: 1, Summary: s}, {Seed: 2, Summary: s}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rep.Metric("peak_load_ratio")).NotTo(BeNil())
+		Expect(rep.Metric("peak_load_ratio").Stat.Mean).To(Equal(1.48))
 	})
 
 	It("writes one row per scheme in table1.csv, compare.md/html/json and the plots", func(ctx SpecContext) {

@@ -110,6 +110,34 @@ var repeatKPIs = []repeatKPI{
 		run: func(s *report.Summary) *float64 { return s.MO.SuccessRatioAfterDetection }},
 	{name: "mt_success_after_detection", unit: "share", per: "run", doc: "affected users' MT calls answered after detection",
 		run: func(s *report.Summary) *float64 { return s.MT.SuccessRatioAfterDetection }},
+	{name: "peak_load_ratio", unit: "ratio", per: "run", doc: "faulted pool: busiest survivor's SIP requests/s " +
+		"after the takeover over an active member's before the fault (summary member_load; Table 1 redundancy)",
+		run: func(s *report.Summary) *float64 {
+			if p := FaultedPoolLoad(s); p != nil {
+				return p.PeakLoadRatio
+			}
+			return nil
+		}},
+	{name: "cpu_peak_ratio", unit: "ratio", per: "run", doc: "the same for CPU seconds per second (the lab's resource samples)",
+		run: func(s *report.Summary) *float64 {
+			if p := FaultedPoolLoad(s); p != nil {
+				return p.CPUPeakRatio
+			}
+			return nil
+		}},
+}
+
+// FaultedPoolLoad is the member load of the pool the first fault hit (nil when the run has none).
+func FaultedPoolLoad(s *report.Summary) *report.PoolLoad {
+	if s == nil || s.MemberLoad == nil {
+		return nil
+	}
+	for _, m := range s.MemberLoad.Members {
+		if m.Faulted {
+			return s.MemberLoad.Pools[m.Pool]
+		}
+	}
+	return nil
 }
 
 // RepeatRun is one finished run of a repetition.

@@ -71,8 +71,16 @@ func studyMeasured(i int, r Row) string {
 	case 0:
 		return fmt.Sprintf("%d/%d processes P/S, %d active each", r.Members[0], r.Members[1], r.ActiveMembers[0])
 	case 1:
-		return fmt.Sprintf("%.0f %% of the processes idle; one failure adds %s to the load of %s (configuration "+
-			"and DNS records, not a load measurement)", r.SpareCapacity*100, takeoverShare(r), takeoverBy(r.Scheme))
+		measured := "survivors' load not measured in this run"
+		if r.PeakLoadRatio != nil {
+			measured = fmt.Sprintf("measured: the busiest survivor served %.2f× an active member's SIP requests/s "+
+				"after the takeover", *r.PeakLoadRatio)
+			if r.CPUPeakRatio != nil {
+				measured += fmt.Sprintf(" and used %.2f× its CPU", *r.CPUPeakRatio)
+			}
+		}
+		return fmt.Sprintf("%.0f %% of the processes idle; by configuration one failure adds %s to the load of %s; %s",
+			r.SpareCapacity*100, takeoverShare(r), takeoverBy(r.Scheme), measured)
 	case 2:
 		return fmt.Sprintf("member to member: %s; %d replication messages, %d bytes in the run",
 			yesNo(r.StateReplicated), r.ReplMessagesRun, r.ReplBytesRun)

@@ -25,6 +25,10 @@ type Row struct {
 	Members         [2]int  `json:"members"`
 	SpareCapacity   float64 `json:"spare_capacity"`
 	StateReplicated bool    `json:"state_replicated"`
+	// PeakLoadRatio and CPUPeakRatio: the faulted pool's busiest survivor after the takeover over an active
+	// member before the fault, in SIP requests/s and in CPU (report member_load; absent when not measured).
+	PeakLoadRatio *float64 `json:"peak_load_ratio,omitempty"`
+	CPUPeakRatio  *float64 `json:"cpu_peak_ratio,omitempty"`
 
 	AffectedUsers int `json:"affected_users"`
 	// TimeToDetectS is the first detection of the fault by any node (absent: nobody reported it down);
@@ -96,6 +100,9 @@ func RowOf(v Variant, active [2]int, runDir string, s *report.Summary, o *scenar
 		return r
 	}
 	r.AffectedUsers = s.AffectedUsers
+	if p := FaultedPoolLoad(s); p != nil {
+		r.PeakLoadRatio, r.CPUPeakRatio = p.PeakLoadRatio, p.CPUPeakRatio
+	}
 	if len(s.TimeToDetectS) > 0 {
 		r.TimeToDetectByNode = s.TimeToDetectS
 		first := math.Inf(1)

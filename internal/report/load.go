@@ -142,6 +142,9 @@ type event struct {
 	Method string `json:"method"`
 	Role   string `json:"role"`
 	Remote string `json:"remote"`
+	// resource (the lab's samples of a node's process)
+	CPUS     float64 `json:"cpu_s"`
+	RSSBytes int64   `json:"rss_bytes"`
 }
 
 // traceLine is one message of the nodes' traces: a packet of trace/<node>.NNN.pcapng, or a line of

@@ -229,6 +229,7 @@ func markdown(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
 			strings.ToUpper(l.info.Direction), l.info.IMPU, l.info.StartS, l.info.CallID, l.info.Messages,
 			strings.Join(l.info.Lanes, ", "), l.info.File, filepathToURL(l.info.File))
 	}
+	b.WriteString(memberLoadMarkdown(s.MemberLoad))
 	if rows := refusalRows(s); len(rows) > 0 {
 		fmt.Fprintf(&b, "\n## Refused requests\n\n%d requests refused by the nodes (SIP 403 with a `refused` event, or refused by the "+
 			"HSS on Cx): by node and reason in summary.json, `security.refused`.\n\n", s.Security.RefusedTotal)

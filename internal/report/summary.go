@@ -41,6 +41,9 @@ type Summary struct {
 	// Survival is the affected users' time to restore from the reachability probes, as Kaplan–Meier curves
 	// (absent without probes).
 	Survival *Survival `json:"survival,omitempty"`
+	// MemberLoad is each pool member's load before the first fault and after its takeover (absent without a
+	// fault).
+	MemberLoad *MemberLoad `json:"member_load,omitempty"`
 
 	SetupLatencyMs SetupLatency `json:"setup_latency_ms"`
 	Calls          CallCounts   `json:"calls"`
