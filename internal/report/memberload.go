@@ -14,8 +14,8 @@ import (
 type MemberLoad struct {
 	// BeforeS and AfterS are the windows [from, to), offsets from t0: before = the 20 s before the fault (from
 	// t0 at the earliest); after = from the last detection + 2 s to the heal or the end of the run.
-	BeforeS [2]float64 `json:"before_s"`
-	AfterS  [2]float64 `json:"after_s"`
+	BeforeS [2]float64      `json:"before_s"`
+	AfterS  [2]float64      `json:"after_s"`
 	Members []MemberLoadRow `json:"members"`
 	// Pools sums the rows by pool ("pcscf", "scscf").
 	Pools map[string]*PoolLoad `json:"pools"`
