@@ -441,7 +441,20 @@ func (s *Scenario) validateFaults(v *validator) {
 		}
 		f.Nodes = nil
 		var spanNodes []string // the nodes the fault may act on (a random target: every member of its pool)
-		if pool, isRandom := strings.CutPrefix(f.Target, RandomTargetPrefix); isRandom {
+		if member, isBackup := strings.CutPrefix(f.Target, BackupTargetPrefix); isBackup {
+			if b, bad := backupOf(member, &s.Topology); bad != "" {
+				v.add(field+".target", "%s", bad)
+			} else {
+				spanNodes = []string{b}
+				if ok && k.check != nil {
+					g := *f
+					g.Target = b
+					if bad, msg := k.check(g, spanNodes, &s.Topology); bad != "" {
+						v.add(field+"."+bad, "%s", msg)
+					}
+				}
+			}
+		} else if pool, isRandom := strings.CutPrefix(f.Target, RandomTargetPrefix); isRandom {
 			if members, bad := randomMembers(pool, &s.Topology); bad != "" {
 				v.add(field+".target", "%s", bad)
 			} else {
