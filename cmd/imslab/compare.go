@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/imslab/quasipool/internal/provenance"
 	"io"
 	"os"
 	"os/signal"
@@ -150,7 +151,8 @@ func runCompare(args []string, out, errOut io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := compare.Run(ctx, compare.Config{Scenario: sc, ScenarioFile: file, Variants: variants, OutDir: dir,
-		Seed: *lf.seed, KeepGoing: *lf.keepGoing, Repeat: *lf.repeat, Run: run, Out: out, PoolSize: *poolSize})
+		Seed: *lf.seed, KeepGoing: *lf.keepGoing, Repeat: *lf.repeat, Run: run, Out: out, PoolSize: *poolSize,
+		Provenance: new(provenance.Collect(*lf.repo, os.Args))})
 	if res != nil {
 		fmt.Fprintf(out, "\ncomparison of %s (seed %d): %s\n", sc.Name, res.Seed, filepath.Join(dir, compare.FileMarkdown))
 		for _, r := range res.Rows {

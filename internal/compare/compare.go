@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/imslab/quasipool/internal/provenance"
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
 )
@@ -76,6 +77,8 @@ type Config struct {
 	// PoolSize, when > 0, replaces the scenario's pool sizes: the active members of both pools (e.g. 4, so that
 	// mutual can pair them).
 	PoolSize int
+	// Provenance is recorded in compare.json and compare.md (optional).
+	Provenance *provenance.Info
 }
 
 // Result is a finished comparison: compare.json.
@@ -90,6 +93,8 @@ type Result struct {
 	Setup   Setup     `json:"setup"`
 	Rows    []Row     `json:"rows"`
 	Files   []string  `json:"files"`
+	// Provenance: the code, toolchain, machine and command of the comparison.
+	Provenance *provenance.Info `json:"provenance,omitempty"`
 	// summaries of the runs (by variant), for the plots; not in compare.json (each run has its summary.json).
 	summaries map[string]*report.Summary
 }
@@ -159,7 +164,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		sc = Clone(sc)
 		sc.Topology.Pools.PCSCF.Size, sc.Topology.Pools.SCSCF.Size = cfg.PoolSize, cfg.PoolSize
 	}
-	res := &Result{Scenario: sc.Name, Description: sc.Description, ScenarioFile: cfg.ScenarioFile,
+	res := &Result{Scenario: sc.Name, Description: sc.Description, ScenarioFile: cfg.ScenarioFile, Provenance: cfg.Provenance,
 		Seed: Seed(cfg.Seed, sc), Started: time.Now().UTC(), Setup: setupOf(sc, cfg.Variants),
 		summaries: map[string]*report.Summary{}}
 	active := [2]int{sc.Topology.Pools.PCSCF.Size, sc.Topology.Pools.SCSCF.Size}

@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/imslab/quasipool/internal/compare"
+	"github.com/imslab/quasipool/internal/provenance"
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
 	"github.com/imslab/quasipool/internal/topology"
@@ -221,9 +222,15 @@ var _ = Describe("the measured Table 1", Label("unit"), func() {
 		vs, err := compare.ParseVariants("quasi-pool,load-sharing,n-plus-1")
 		Expect(err).NotTo(HaveOccurred())
 		f := &fakeRun{}
-		res, err := compare.Run(ctx, compare.Config{Scenario: loadScenario(), Variants: vs, OutDir: dir, Run: f.run})
+		prov := provenance.Collect("", []string{"imslab", "compare", "x.yaml"})
+		res, err := compare.Run(ctx, compare.Config{Scenario: loadScenario(), Variants: vs, OutDir: dir, Run: f.run,
+			Provenance: &prov})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(compare.ExitCode(err)).To(Equal(compare.ExitOK))
+		md, err := os.ReadFile(filepath.Join(dir, "compare.md"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(ContainSubstring("Code: commit `" + prov.Commit + "`"))
+		Expect(prov.Commit).To(MatchRegexp(`^[0-9a-f]{40}$`))
 
 		By("running the same seed in one directory per scheme, with the spare for n-plus-1")
 		Expect(f.seeds).To(HaveLen(3))
@@ -259,7 +266,7 @@ var _ = Describe("the measured Table 1", Label("unit"), func() {
 		Expect(recs[3][col("pcscf_members")]).To(Equal("4"))
 		Expect(recs[1][col("cx_extra_per_user_LIR")]).To(Equal("2"))
 
-		md, err := os.ReadFile(filepath.Join(dir, "compare.md"))
+		md, err = os.ReadFile(filepath.Join(dir, "compare.md"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(md)).To(ContainSubstring("## Setup"))
 		Expect(string(md)).To(ContainSubstring("## Table 1, measured"))

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"github.com/imslab/quasipool/internal/provenance"
 	"html"
 	"os"
 	"path/filepath"
@@ -289,6 +290,7 @@ func setupLines(res *Result) []string {
 		fmt.Sprintf("Scenario **%s**%s, seed %d (every scheme ran the same traffic with this seed).", res.Scenario,
 			fileNote(res.ScenarioFile), res.Seed),
 		fmt.Sprintf("Faults: %s.", strings.Join(s.Faults, "; ")),
+		provenanceLine(res.Provenance),
 		fmt.Sprintf("Active members per pool: %d P-CSCF, %d S-CSCF, the same for every scheme; n-plus-1 adds one "+
 			"cold spare per pool, active-standby one standby per member.", s.ActivePCSCF, s.ActiveSCSCF),
 		fmt.Sprintf("Traffic: %d phones for %.0f s, %.1f random calls/s, probe calls every %.1f s (every phone "+
@@ -472,4 +474,17 @@ func repeatSection(res *Result) string {
 	fmt.Fprintf(&b, "\n## Repetitions (%d runs per scheme)\n\n%s\n\n", res.Repeat, repeatIntro(res))
 	writeMDTable(&b, repeatTable(res))
 	return b.String()
+}
+
+// provenanceLine says what code and machine produced the comparison.
+func provenanceLine(p *provenance.Info) string {
+	if p == nil {
+		return "Code and machine not recorded."
+	}
+	dirty := ""
+	if p.Dirty {
+		dirty = " with uncommitted changes"
+	}
+	return fmt.Sprintf("Code: commit `%s`%s, %s; machine: %s, %d cores, kernel %s; command `%s`.", p.Commit, dirty,
+		p.GoVersion, p.CPUModel, p.CPUs, p.Kernel, strings.Join(p.CommandLine, " "))
 }

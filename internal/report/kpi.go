@@ -42,7 +42,7 @@ func (a *analysis) afterFault(impu string, tNs int64) bool {
 
 func analyse(r *run) *analysis {
 	sc := r.scenario
-	s := &Summary{Scenario: sc.Name, Description: sc.Description, Seed: sc.Seed, StartNs: sc.StartNs,
+	s := &Summary{Scenario: sc.Name, Description: sc.Description, Seed: sc.Seed, StartNs: sc.StartNs, Provenance: sc.Provenance,
 		DurationS: sc.DurationS, Faults: []Fault{}, AffectedIMPUs: []string{}, TimeToDetectS: map[string]float64{},
 		Warnings: r.warnings}
 	if s.DurationS == 0 {

@@ -14,21 +14,24 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/provenance"
 )
 
 // scenarioFile is the part of <run-dir>/scenario.json the report reads (docs/architecture.md, "Run-scenario
 // files"). Unknown fields (expectations, traffic, …) are ignored; the raw object is kept for the report header.
 type scenarioFile struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Seed        int64           `json:"seed"`
-	StartNs     int64           `json:"start_ns"`
-	EndNs       int64           `json:"end_ns"`
-	DurationS   float64         `json:"duration_s"`
-	Faults      []scenarioFault `json:"faults"`
-	Topology    json.RawMessage `json:"topology"`
-	Traffic     json.RawMessage `json:"traffic"`
-	Expect      json.RawMessage `json:"expectations"`
+	Name        string           `json:"name"`
+	Description string           `json:"description"`
+	Seed        int64            `json:"seed"`
+	StartNs     int64            `json:"start_ns"`
+	EndNs       int64            `json:"end_ns"`
+	DurationS   float64          `json:"duration_s"`
+	Faults      []scenarioFault  `json:"faults"`
+	Topology    json.RawMessage  `json:"topology"`
+	Traffic     json.RawMessage  `json:"traffic"`
+	Expect      json.RawMessage  `json:"expectations"`
+	Provenance  *provenance.Info `json:"provenance"`
+	BinDir      string           `json:"bin_dir"`
 }
 
 type scenarioFault struct {

@@ -17,7 +17,10 @@ import (
 func poolKill(dir string, withResources bool) {
 	r := newRunDir(dir)
 	r.file("scenario.json", `{"name": "pool-kill", "seed": 1, "start_ns": 1767000000000000000, "duration_s": 60,
-		"faults": [{"kind": "kill", "target": "pcscf1", "at_s": 20, "for_s": 0}]}`)
+		"faults": [{"kind": "kill", "target": "pcscf1", "at_s": 20, "for_s": 0}],
+		"provenance": {"commit": "0123456789abcdef0123456789abcdef01234567", "dirty": true, "go_version": "go1.26.8",
+			"cpu_model": "Test CPU", "cpus": 2, "kernel": "6.1.0", "os": "linux/amd64",
+			"command_line": ["imslab", "run", "x.yaml"]}}`)
 	addr := map[string]string{"bac": "127.0.0.1:5060", "pcscf1": "127.0.0.1:5061", "pcscf2": "127.0.0.1:5062",
 		"pcscf3": "127.0.0.1:5063", "scscf1": "127.0.0.1:5071", "scscf2": "127.0.0.1:5072"}
 	for node, a := range addr {
@@ -98,6 +101,12 @@ var _ = Describe("member load (Table 1's redundancy row)", Label("unit"), func()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(md)).To(ContainSubstring("## Member load before the fault and after the takeover"))
 		Expect(string(md)).To(ContainSubstring("| pcscf1 (faulted) | 2.00 | 0.00 |"))
+
+		By("carrying the run's provenance from scenario.json into summary.json and report.md")
+		Expect(s.Provenance).NotTo(BeNil())
+		Expect(s.Provenance.Short()).To(Equal("0123456789ab+dirty"))
+		Expect(string(md)).To(ContainSubstring("| code | commit 0123456789abcdef0123456789abcdef01234567 with uncommitted changes; go1.26.8 |"))
+		Expect(string(md)).To(ContainSubstring("| machine | Test CPU, 2 cores, kernel 6.1.0 (linux/amd64) |"))
 	})
 
 	It("gives requests without CPU when the lab recorded no resource samples", func() {

@@ -193,6 +193,18 @@ func whatRan(r *run, s *Summary) []kpiRow {
 		}
 		rows = append(rows, kpiRow{"nodes", strings.Join(ns, ", ")})
 	}
+	if p := s.Provenance; p != nil {
+		code := "commit " + p.Commit
+		if p.Dirty {
+			code += " with uncommitted changes"
+		}
+		if r.scenario.BinDir != "" {
+			code += "; nodes from prebuilt binaries in " + r.scenario.BinDir
+		}
+		rows = append(rows, kpiRow{"code", code + "; " + p.GoVersion},
+			kpiRow{"machine", fmt.Sprintf("%s, %d cores, kernel %s (%s)", p.CPUModel, p.CPUs, p.Kernel, p.OS)},
+			kpiRow{"command", strings.Join(p.CommandLine, " ")})
+	}
 	return rows
 }
 

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/imslab/quasipool/internal/provenance"
 )
 
 // Summary is the JSON of summary.json: the KPIs of SPEC §6 for one run. docs/report.md defines every field.
@@ -16,6 +18,9 @@ type Summary struct {
 	StartNs     int64   `json:"start_ns"`
 	DurationS   float64 `json:"duration_s"`
 	Faults      []Fault `json:"faults"`
+	// Provenance is the code, toolchain, machine and command of the run (from scenario.json; absent for runs
+	// recorded before it was kept).
+	Provenance *provenance.Info `json:"provenance,omitempty"`
 
 	// AffectedUsers is the number of users registered through a faulted node when its fault began;
 	// AffectedIMPUs lists them.

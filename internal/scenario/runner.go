@@ -18,6 +18,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/compose"
 	"github.com/imslab/quasipool/internal/lab"
+	"github.com/imslab/quasipool/internal/provenance"
 	"github.com/imslab/quasipool/internal/netfault"
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/topology"
@@ -194,6 +195,9 @@ type runner struct {
 	out     *lockedWriter
 	report  ReportBuilder
 	labOpts []lab.Option
+
+	provOnce sync.Once
+	prov     *provenance.Info
 }
 
 type lockedWriter struct {
@@ -632,6 +636,21 @@ func (a *announcingLab) HealNet(ctx context.Context, n, key string) error {
 	return nl.HealNet(ctx, n, key)
 }
 
+// provenance is collected once per run (scenario.json is written at the start and again at the end).
+func (r *runner) provenance() *provenance.Info {
+	r.provOnce.Do(func() {
+		repo := r.cfg.RepoDir
+		if repo == "" {
+			if wd, err := os.Getwd(); err == nil {
+				repo, _ = lab.FindRepo(wd)
+			}
+		}
+		p := provenance.Collect(repo, os.Args)
+		r.prov = &p
+	})
+	return r.prov
+}
+
 // runJSON is scenario.json (docs/architecture.md, "Run-scenario files").
 type runJSON struct {
 	Name         string        `json:"name"`
@@ -649,6 +668,10 @@ type runJSON struct {
 	RegistrationExpiresS float64 `json:"registration_expires_s"`
 	PCSCFPool            int     `json:"pcscf_pool"`
 	SCSCFPool            int     `json:"scscf_pool"`
+	// Provenance: the code (commit, dirty), toolchain, machine and command of the run; BinDir is set when the
+	// nodes were prebuilt binaries (then the commit is the repository's, which built them if nothing changed).
+	Provenance *provenance.Info `json:"provenance,omitempty"`
+	BinDir     string           `json:"bin_dir,omitempty"`
 }
 
 type faultJSON struct {
@@ -709,7 +732,8 @@ func (r *runner) writeScenarioJSON(runDir string, seed int64, t0, end time.Time)
 		Traffic: trafficJSON{Phones: sc.Traffic.Phones, FirstUser: sc.Traffic.FirstUser,
 			RegisterRate: sc.Traffic.RegisterRate, CallRate: sc.Traffic.CallRate, HoldS: sc.Traffic.Hold.Seconds(), Mix: mix},
 		RegistrationExpiresS: sc.Topology.Registration.Expires.Seconds(),
-		PCSCFPool:            sc.Topology.Pools.PCSCF.Size, SCSCFPool: sc.Topology.Pools.SCSCF.Size}
+		PCSCFPool:            sc.Topology.Pools.PCSCF.Size, SCSCFPool: sc.Topology.Pools.SCSCF.Size,
+		Provenance:           r.provenance(), BinDir: r.cfg.BinDir}
 	if j.Expectations == nil {
 		j.Expectations = []Expectation{}
 	}

@@ -133,6 +133,10 @@ expectations:
 					ForS   float64 `json:"for_s"`
 				} `json:"faults"`
 				Expectations []map[string]any `json:"expectations"`
+				Provenance   struct {
+					Commit string `json:"commit"`
+					CPUs   int    `json:"cpus"`
+				} `json:"provenance"`
 			}
 			sb, err := os.ReadFile(filepath.Join(runDir, "scenario.json"))
 			Expect(err).NotTo(HaveOccurred())
@@ -148,6 +152,8 @@ expectations:
 			Expect(sj.Faults[0].ForS).To(Equal(5.0))
 			Expect(sj.Expectations).To(HaveLen(2))
 			Expect(sj.EndNs - sj.StartNs).To(BeNumerically(">=", int64(16*time.Second)))
+			Expect(sj.Provenance.Commit).To(MatchRegexp(`^[0-9a-f]{40}$`), "the code of the run is recorded")
+			Expect(sj.Provenance.CPUs).To(BeNumerically(">=", 1))
 
 			By("injecting the kill at t0+5s and starting pcscf1 again at t0+10s (events/lab.jsonl)")
 			var kill, start, ready *labEvent

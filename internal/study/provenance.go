@@ -1,15 +1,12 @@
 package study
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"os"
-	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/imslab/quasipool/internal/provenance"
 )
 
 // Provenance says what produced a study's results: the code, the toolchain, the machine, the command and seeds.
@@ -67,56 +64,9 @@ func (p *Provenance) addRuns(results []RunResult) {
 
 // Collect gathers the provenance of a study run from the repository at repo (the working directory when "").
 func Collect(repo string, argv []string) Provenance {
-	p := Provenance{Commit: "unknown", GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH,
-		CommandLine: slices.Clone(argv), CPUs: runtime.NumCPU(), Kernel: "unknown", CPUModel: "unknown"}
-	git := func(args ...string) (string, error) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = repo
-		out, err := cmd.Output()
-		return strings.TrimSpace(string(out)), err
-	}
-	if c, err := git("rev-parse", "HEAD"); err == nil && c != "" {
-		p.Commit = c
-		if st, err := git("status", "--porcelain", "--untracked-files=no"); err == nil {
-			p.Dirty = st != ""
-		}
-	}
-	if out, err := exec.Command("go", "version").Output(); err == nil {
-		p.GoBuild = strings.TrimSpace(string(out))
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		p.CPUModel, p.CPUs = parseCPUInfo(b, p.CPUs)
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		p.Kernel = strings.TrimSpace(string(b))
-	} else if out, err := exec.Command("uname", "-r").Output(); err == nil {
-		p.Kernel = strings.TrimSpace(string(out))
-	}
-	return p
-}
-
-// parseCPUInfo returns the first "model name" and the number of "processor" entries (def when none).
-func parseCPUInfo(b []byte, def int) (string, int) {
-	model, n := "unknown", 0
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		switch strings.TrimSpace(k) {
-		case "processor":
-			n++
-		case "model name":
-			if model == "unknown" {
-				model = strings.TrimSpace(v)
-			}
-		}
-	}
-	if n == 0 {
-		n = def
-	}
-	return model, n
+	i := provenance.Collect(repo, argv)
+	return Provenance{Commit: i.Commit, Dirty: i.Dirty, GoVersion: i.GoVersion, GoBuild: i.GoBuild,
+		CPUModel: i.CPUModel, CPUs: i.CPUs, Kernel: i.Kernel, OS: i.OS, CommandLine: i.CommandLine}
 }
 
 // Markdown renders the provenance section of study.md.
