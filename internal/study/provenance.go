@@ -11,20 +11,9 @@ import (
 
 // Provenance says what produced a study's results: the code, the toolchain, the machine, the command and seeds.
 type Provenance struct {
-	// Commit is the repository's HEAD ("unknown" outside a git checkout); Dirty is true when tracked files
-	// differ from it (the results then come from code no commit holds).
-	Commit string `json:"commit"`
-	Dirty  bool   `json:"dirty"`
-	// GoVersion is the toolchain imslab was built with (the node binaries are built with the go on PATH, GoBuild).
-	GoVersion string `json:"go_version"`
-	GoBuild   string `json:"go_build,omitempty"`
-	// CPUModel and CPUs from /proc/cpuinfo (CPUs: processors listed); Kernel from uname -r.
-	CPUModel string `json:"cpu_model"`
-	CPUs     int    `json:"cpus"`
-	Kernel   string `json:"kernel"`
-	OS       string `json:"os"`
-	// CommandLine is imslab's argv.
-	CommandLine []string `json:"command_line"`
+	// Info: the commit and dirty flag, the toolchains, the CPU, the kernel and the command line
+	// (internal/provenance; the same fields at the top level of the JSON).
+	provenance.Info
 	// Seeds are the seeds of each experiment's repetitions (every scheme of repetition k has the k-th).
 	Seeds    map[string][]int64 `json:"seeds"`
 	Started  time.Time          `json:"started"`
@@ -64,9 +53,7 @@ func (p *Provenance) addRuns(results []RunResult) {
 
 // Collect gathers the provenance of a study run from the repository at repo (the working directory when "").
 func Collect(repo string, argv []string) Provenance {
-	i := provenance.Collect(repo, argv)
-	return Provenance{Commit: i.Commit, Dirty: i.Dirty, GoVersion: i.GoVersion, GoBuild: i.GoBuild,
-		CPUModel: i.CPUModel, CPUs: i.CPUs, Kernel: i.Kernel, OS: i.OS, CommandLine: i.CommandLine}
+	return Provenance{Info: provenance.Collect(repo, argv)}
 }
 
 // Markdown renders the provenance section of study.md.
