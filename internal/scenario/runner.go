@@ -18,9 +18,9 @@ import (
 
 	"github.com/imslab/quasipool/internal/compose"
 	"github.com/imslab/quasipool/internal/lab"
-	"github.com/imslab/quasipool/internal/provenance"
 	"github.com/imslab/quasipool/internal/netfault"
 	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/provenance"
 	"github.com/imslab/quasipool/internal/topology"
 	"github.com/imslab/quasipool/internal/ue"
 )
@@ -733,7 +733,7 @@ func (r *runner) writeScenarioJSON(runDir string, seed int64, t0, end time.Time)
 			RegisterRate: sc.Traffic.RegisterRate, CallRate: sc.Traffic.CallRate, HoldS: sc.Traffic.Hold.Seconds(), Mix: mix},
 		RegistrationExpiresS: sc.Topology.Registration.Expires.Seconds(),
 		PCSCFPool:            sc.Topology.Pools.PCSCF.Size, SCSCFPool: sc.Topology.Pools.SCSCF.Size,
-		Provenance:           r.provenance(), BinDir: r.cfg.BinDir}
+		Provenance: r.provenance(), BinDir: r.cfg.BinDir}
 	if j.Expectations == nil {
 		j.Expectations = []Expectation{}
 	}
