@@ -22,7 +22,7 @@ type MemberLoad struct {
 }
 
 // MemberLoadRow is one pool member's load in both windows. Requests are the SIP requests it received (its
-// trace's "in" lines), OPTIONS keepalives excepted; CPU is its CPU seconds per second of the window (1 = one
+// trace's "in" lines), OPTIONS keepalives and the reachability probes' calls excepted; CPU is its CPU seconds per second of the window (1 = one
 // core busy) from the lab's resource samples, absent when the run has none (compose, older runs).
 type MemberLoadRow struct {
 	Node          string   `json:"node"`
@@ -40,7 +40,8 @@ type MemberLoadRow struct {
 // with the mean of the members that were active before the fault (a member with less than a tenth of the
 // busiest member's requests before counts as a spare or standby): 1.5 means the survivor serves 50 % more than
 // a member did, so every member needs that much headroom; an N+1 spare that takes a whole member's users
-// shows about 1 (measured against the active members, its own load before being about 0).
+// shows about 1 (measured against the active members, its own load before being about 0). The ratios are absent
+// when an active member received less than MinReqPerSForRatio requests/s before the fault.
 type PoolLoad struct {
 	Members         int      `json:"members"`
 	ActiveBefore    int      `json:"active_before"`
@@ -97,11 +98,18 @@ func (a *analysis) memberLoad(r *run) *MemberLoad {
 	if len(pool) == 0 {
 		return nil
 	}
+	probeCalls := map[string]bool{}
+	for _, p := range r.probes {
+		probeCalls[p.CallID] = true
+	}
 	for _, l := range r.trace {
 		c := reqs[l.Node]
 		if c == nil || l.Dir != "in" || l.Proto != "sip" || bytes.HasPrefix(l.Data, []byte("SIP/2.0")) ||
 			bytes.HasPrefix(l.Data, []byte("OPTIONS ")) {
 			continue
+		}
+		if len(probeCalls) > 0 && probeCalls[sipCallID(l.Data)] {
+			continue // the measurement's reachability probes are not the users' load
 		}
 		switch {
 		case l.TNs >= b0 && l.TNs < b1:
@@ -173,6 +181,30 @@ func (a *analysis) memberLoad(r *run) *MemberLoad {
 	return m
 }
 
+// MinReqPerSForRatio is the mean SIP requests/s an active member must have received before the fault for the
+// peak ratios to be given: below it (a light population, a few calls per user per hour) the ratio of two small
+// counts says nothing about headroom.
+const MinReqPerSForRatio = 1.0
+
+// sipCallID returns the Call-ID header's value of a SIP message ("" when it has none).
+func sipCallID(data []byte) string {
+	head := data
+	if i := bytes.Index(data, []byte("\r\n\r\n")); i >= 0 {
+		head = data[:i]
+	}
+	for _, line := range bytes.Split(head, []byte("\n")) {
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		n := strings.ToLower(string(bytes.TrimSpace(name)))
+		if n == "call-id" || n == "i" {
+			return string(bytes.TrimSpace(value))
+		}
+	}
+	return ""
+}
+
 // poolLoad sums one pool's rows and computes its peak ratios.
 func poolLoad(rows []MemberLoadRow) *PoolLoad {
 	pl := &PoolLoad{Members: len(rows)}
@@ -207,6 +239,9 @@ func poolLoad(rows []MemberLoadRow) *PoolLoad {
 		}
 	}
 	pl.ReqPerSBefore, pl.ReqPerSAfter = round(pl.ReqPerSBefore), round(pl.ReqPerSAfter)
+	if m := mean(reqBefore); m < MinReqPerSForRatio {
+		return pl // too little traffic before the fault for a ratio to mean anything
+	}
 	if m := mean(reqBefore); m > 0 {
 		v := round(peakReq / m)
 		pl.PeakLoadRatio = &v

@@ -14,7 +14,11 @@ import (
 // poolKill writes a run of three P-CSCFs and two S-CSCFs, pcscf1 killed at 20 s and detected by the BAC at
 // 22 s: before the kill each P-CSCF receives 2 INVITEs/s and uses 0.1 s of CPU per s; after it pcscf2 and
 // pcscf3 receive 3/s and use 0.15 s per s, as a survivor that takes over half of the victim's users does.
-func poolKill(dir string, withResources bool) {
+func poolKill(dir string, withResources bool) { poolKillAt(dir, withResources, 0.5) }
+
+// poolKillAt is poolKill with one INVITE to each P-CSCF every step seconds before the kill (after it, 1.5× that
+// rate to each survivor), and 200 probe calls to pcscf2 after it that must not count as load.
+func poolKillAt(dir string, withResources bool, step float64) {
 	r := newRunDir(dir)
 	r.file("scenario.json", `{"name": "pool-kill", "seed": 1, "start_ns": 1767000000000000000, "duration_s": 60,
 		"faults": [{"kind": "kill", "target": "pcscf1", "at_s": 20, "for_s": 0}],
@@ -41,14 +45,21 @@ func poolKill(dir string, withResources bool) {
 		r.sipHop(to, "bac", addr[to], addr["bac"], t+0.01, sipMsg("SIP/2.0 200 OK", id, "1 INVITE"))
 		r.sipHop("bac", to, addr["bac"], addr[to], t+0.02, sipMsg("OPTIONS sip:"+to+".ims.test SIP/2.0", "o"+id, "1 OPTIONS"))
 	}
-	for t := 0.0; t < 20; t += 0.5 {
+	for t := 0.0; t < 20; t += step {
 		for _, p := range []string{"pcscf1", "pcscf2", "pcscf3"} {
 			invite(p, t)
 		}
 	}
-	for t := 24.0; t < 60; t += 1.0 / 3 {
+	for t := 24.0; t < 60; t += step / 1.5 {
 		invite("pcscf2", t)
 		invite("pcscf3", t+0.001)
+	}
+	for i := 0; i < 200; i++ { // reachability probes: the measurement's calls, not the users'
+		id := fmt.Sprintf("probe-%d", i)
+		r.records = append(r.records, map[string]any{"type": "call", "impu": impu(1), "call_id": id, "t_ns": at(30),
+			"result": "ok", "status": 200, "direction": "mt", "probe": "mt", "from": impu(9), "to": impu(1)})
+		r.sipHop("bac", "pcscf2", addr["bac"], addr["pcscf2"], 30+float64(i)*0.01,
+			sipMsg("INVITE sip:user0001@ims.test SIP/2.0", id, "1 INVITE"))
 	}
 	if withResources {
 		for _, p := range []string{"pcscf1", "pcscf2", "pcscf3", "scscf1", "scscf2"} {
@@ -107,6 +118,17 @@ var _ = Describe("member load (Table 1's redundancy row)", Label("unit"), func()
 		Expect(s.Provenance.Short()).To(Equal("0123456789ab+dirty"))
 		Expect(string(md)).To(ContainSubstring("| code | commit 0123456789abcdef0123456789abcdef01234567 with uncommitted changes; go1.26.8 |"))
 		Expect(string(md)).To(ContainSubstring("| machine | Test CPU, 2 cores, kernel 6.1.0 (linux/amd64) |"))
+	})
+
+	It("gives no ratio when the members received too little traffic before the fault to compare", func() {
+		dir := GinkgoT().TempDir()
+		poolKillAt(dir, true, 2) // 0.5 INVITEs/s per member before the kill
+		s, err := report.Build(dir)
+		Expect(err).NotTo(HaveOccurred())
+		p := s.MemberLoad.Pools["pcscf"]
+		Expect(p.ReqPerSBefore).To(BeNumerically("~", 1.5, 0.01))
+		Expect(p.PeakLoadRatio).To(BeNil())
+		Expect(p.CPUPeakRatio).To(BeNil())
 	})
 
 	It("gives requests without CPU when the lab recorded no resource samples", func() {
