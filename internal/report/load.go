@@ -142,6 +142,11 @@ type event struct {
 	Method string `json:"method"`
 	Role   string `json:"role"`
 	Remote string `json:"remote"`
+	// overload (a node shed new requests in the second before it)
+	Shed      int     `json:"shed"`
+	Admitted  int     `json:"admitted"`
+	ShedShare float64 `json:"shed_share"`
+	LagMs     float64 `json:"lag_ms"`
 }
 
 // traceLine is one message of the nodes' traces: a packet of trace/<node>.NNN.pcapng, or a line of

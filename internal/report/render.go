@@ -240,6 +240,7 @@ func markdown(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
 			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 		}
 	}
+	b.WriteString(stormMarkdown(s))
 	if s.Pcap.File != "" {
 		fmt.Fprintf(&b, "\n## Capture\n\n[%s](%s): %d packets (%d SIP, %d Diameter; %d receiver copies dropped). "+
 			"Diameter is TCP on the HSS port; Wireshark decodes 3868 as Diameter by default.\n", s.Pcap.File, s.Pcap.File,
