@@ -159,6 +159,8 @@ var _ = Describe("overload at 2× capacity", Label("e2e"), Ordered, ContinueOnFa
 		metrics  *scraper
 		t0Ns     int64
 		duration time.Duration
+		// writeFigures is set below, once the helpers it uses are.
+		writeFigures func(runDir string)
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -182,13 +184,20 @@ var _ = Describe("overload at 2× capacity", Label("e2e"), Ordered, ContinueOnFa
 		sc.Topology.Overrides = map[string]topology.Override{"bac": {Metrics: metricsAddr}}
 		Expect(sc.Validate()).To(Succeed())
 
-		dir, err = os.MkdirTemp("", "overload-2x-")
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func() {
-			if !CurrentSpecReport().Failed() {
-				_ = os.RemoveAll(dir)
-			}
-		})
+		// OVERLOAD_RUN_DIR keeps the run (and its overload-figures.json) there, e.g. to commit its figures.
+		if keep := os.Getenv("OVERLOAD_RUN_DIR"); keep != "" {
+			dir = keep
+			Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+			Expect(filepath.Join(dir, "run")).NotTo(BeADirectory(), "OVERLOAD_RUN_DIR already holds a run")
+		} else {
+			dir, err = os.MkdirTemp("", "overload-2x-")
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func() {
+				if !CurrentSpecReport().Failed() {
+					_ = os.RemoveAll(dir)
+				}
+			})
+		}
 		metrics = &scraper{}
 		stop := make(chan struct{})
 		go metrics.run(stop, "http://"+metricsAddr+"/metrics")
@@ -222,6 +231,7 @@ var _ = Describe("overload at 2× capacity", Label("e2e"), Ordered, ContinueOnFa
 				bacEv = append(bacEv, e)
 			}
 		}
+		writeFigures(runDir)
 	}, NodeTimeout(4*time.Minute))
 
 	AfterEach(func() {
@@ -259,6 +269,32 @@ var _ = Describe("overload at 2× capacity", Label("e2e"), Ordered, ContinueOnFa
 		return r.Status == 503 && (r.RetryAfterS > 0 || r.Result == ue.ResultHeldBack)
 	}
 	perSecond := func(n int, from, to time.Duration) float64 { return float64(n) / (to - from).Seconds() }
+
+	// writeFigures writes the run's figures to <run>/overload-figures.json (what docs/performance.md quotes).
+	writeFigures = func(runDir string) {
+		one, two := calls(warmup, overFrom), calls(overFrom, overTo)
+		all, after := calls(0, duration-endMargin), calls(overTo+recoverBy, duration-endMargin)
+		fig := map[string]any{"max_rate": sc.Topology.Overload.MaxRate, "seed": sum.Seed,
+			"window_1x_s": []float64{warmup.Seconds(), overFrom.Seconds()}, "window_2x_s": []float64{overFrom.Seconds(), overTo.Seconds()},
+			"offered_1x_per_s": perSecond(len(one), warmup, overFrom), "answered_1x_per_s": perSecond(answered(one), warmup, overFrom),
+			"offered_2x_per_s": perSecond(len(two), overFrom, overTo), "answered_2x_per_s": perSecond(answered(two), overFrom, overTo),
+			"calls": len(all), "answered": answered(all), "after_recovery_calls": len(after), "after_recovery_answered": answered(after)}
+		causes := map[string]int{}
+		for _, r := range all {
+			if r.Result != "ok" {
+				k := fmt.Sprintf("%s/%d", r.Result, r.Status)
+				if shed503(r) {
+					k = "503+retry-after"
+				}
+				causes[k]++
+			}
+		}
+		fig["failures"] = causes
+		b, err := json.MarshalIndent(fig, "", "  ")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(runDir, "overload-figures.json"), append(b, '\n'), 0o644)).To(Succeed())
+		GinkgoWriter.Printf("overload figures: %s\n", b)
+	}
 
 	It("keeps the goodput during 2× at ≥ 90 % of the capacity measured at 1×", func() {
 		one := calls(warmup, overFrom)
