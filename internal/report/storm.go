@@ -26,6 +26,7 @@ type NodeOverload struct {
 
 // Storm is the load the first fault set off (docs/report.md, "Storm"): the registrations and the Cx requests per
 // second before and after it, the failures after it, and how long until every affected user was served again.
+// Everything after the run's end (t0 + duration: the phones de-registering as they stop) is left out.
 type Storm struct {
 	// FromS is the first fault's instant (offset from t0); the profiles' bins start there.
 	FromS float64 `json:"from_s"`
@@ -98,6 +99,8 @@ func (a *analysis) storm(r *run) {
 	profile := func() *profileAcc { return &profileAcc{p: LoadProfile{PerS: make([]int, bins)}} }
 	add := func(pa *profileAcc, tNs int64) {
 		switch {
+		case tNs >= end:
+			// after the run: the phones' de-registrations (and their SARs) when they stop
 		case tNs >= t0:
 			if i := int((tNs - t0) / 1_000_000_000); i < bins {
 				pa.p.PerS[i]++
@@ -116,7 +119,7 @@ func (a *analysis) storm(r *run) {
 		if isReg {
 			add(reg, x.TNs)
 		}
-		if x.TNs < t0 {
+		if x.TNs < t0 || x.TNs >= end {
 			continue
 		}
 		switch {

@@ -21,11 +21,13 @@ var _ = Describe("the storm after a fault and the shed load", Label("unit"), fun
 		r.register(3, -3, "initial", "pcscf2", "scscf1", "ok")
 		r.register(3, 1.5, "refresh", "pcscf2", "scscf1", "ok") // baseline: 1 in 4 s
 		r.event("lab", "fault", 4, map[string]any{"fault": "kill", "target": "pcscf1"})
-		r.call("c1", 1, 3, 4.2, "504", 0, false)                     // the restoration 504 …
-		r.register(1, 4.3, "restoration", "pcscf2", "scscf1", "ok")  // … and the re-registration
-		r.register(2, 4.5, "restoration", "pcscf2", "scscf1", "500") // failed …
-		r.register(2, 4.9, "restoration", "pcscf3", "scscf1", "ok")  // … and again
-		r.register(1, 9.9, "deregister", "pcscf2", "scscf1", "ok")   // the end of the run: not counted
+		r.call("c1", 1, 3, 4.2, "504", 0, false)                                        // the restoration 504 …
+		r.register(1, 4.3, "restoration", "pcscf2", "scscf1", "ok")                     // … and the re-registration
+		r.register(2, 4.5, "restoration", "pcscf2", "scscf1", "500")                    // failed …
+		r.register(2, 4.9, "restoration", "pcscf3", "scscf1", "ok")                     // … and again
+		r.register(1, 9.9, "deregister", "pcscf2", "scscf1", "ok")                      // the end of the run: not counted
+		r.register(2, 10.2, "refresh", "pcscf3", "scscf1", "ok")                        // after the run's end: not counted
+		r.event("hss", "cx_answer", 10.3, map[string]any{"cmd": "SAR", "result": 2001}) // the phones stopping
 		for i, t := range []float64{1, 4.3, 4.4, 4.9, 5.5} {
 			r.event("hss", "cx_answer", t, map[string]any{"cmd": []string{"SAR", "MAR", "SAR", "MAR", "UAR"}[i], "result": 2001})
 		}
