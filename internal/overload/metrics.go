@@ -22,7 +22,7 @@ func (c *Controller) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		counter("requests_admitted_total", "New requests admitted.", nil, func(s Stats) uint64 { return s.Admitted }),
 		counter("requests_shed_total", shedHelp, prometheus.Labels{"reason": "lag"},
-			func(s Stats) uint64 { return s.Shed - s.ShedInFlight - s.ShedRate }),
+			func(s Stats) uint64 { return s.ShedLag }),
 		counter("requests_shed_total", shedHelp, prometheus.Labels{"reason": "in_flight"},
 			func(s Stats) uint64 { return s.ShedInFlight }),
 		counter("requests_shed_total", shedHelp, prometheus.Labels{"reason": "rate"},

@@ -96,6 +96,7 @@ type Controller struct {
 	shed         atomic.Uint64
 	shedInFlight atomic.Uint64 // of shed: beyond MaxInFlight
 	shedRate     atomic.Uint64 // of shed: beyond MaxRate
+	shedLag      atomic.Uint64 // of shed: on lag
 	inShed       atomic.Bool   // the last probe was over Target
 
 	mu  sync.Mutex
@@ -207,7 +208,7 @@ func (c *Controller) admit(access bool, now time.Time) (ok bool, retryAfter time
 		if share := c.ShedShare(); share > 0 {
 			c.mu.Lock()
 			if c.rng.Float64() < share {
-				reason = &c.shed // lag: counted in shed only
+				reason = &c.shedLag
 			}
 			c.mu.Unlock()
 		}
@@ -217,9 +218,7 @@ func (c *Controller) admit(access bool, now time.Time) (ok bool, retryAfter time
 	}
 	if reason != nil {
 		c.inFlight.Add(-1)
-		if reason != &c.shed {
-			reason.Add(1)
-		}
+		reason.Add(1)
 		c.shed.Add(1)
 		c.mu.Lock()
 		jitter := time.Duration(c.rng.Int64N(int64(c.cfg.RetryAfter) + 1))
@@ -269,10 +268,11 @@ func (c *Controller) ShedShare() float64 {
 type Stats struct {
 	Admitted uint64 // new requests admitted so far
 	Shed     uint64 // new requests rejected so far (for any reason)
-	// ShedInFlight and ShedRate are the part of Shed rejected beyond MaxInFlight and beyond MaxRate; the rest
-	// was shed on lag.
+	// ShedInFlight, ShedRate and ShedLag are the parts of Shed rejected beyond MaxInFlight, beyond MaxRate and
+	// on lag (each counted apart, so a snapshot taken while requests are shed may not add up exactly).
 	ShedInFlight uint64
 	ShedRate     uint64
+	ShedLag      uint64
 	InFlight     int64         // admitted and not done
 	Lag          time.Duration // smoothed scheduling lag
 	ShedShare    float64       // share of new requests shed now
@@ -284,7 +284,7 @@ func (c *Controller) Stats() Stats {
 		return Stats{}
 	}
 	return Stats{Admitted: c.admitted.Load(), Shed: c.shed.Load(), ShedInFlight: c.shedInFlight.Load(),
-		ShedRate: c.shedRate.Load(), InFlight: c.inFlight.Load(),
+		ShedRate: c.shedRate.Load(), ShedLag: c.shedLag.Load(), InFlight: c.inFlight.Load(),
 		Lag: time.Duration(c.lagNs.Load()), ShedShare: c.ShedShare()}
 }
 

@@ -53,6 +53,7 @@ var _ = Describe("the overload controller", func() {
 			}
 		}
 		Expect(shed).To(BeNumerically("~", 1800, 80), "about 90 %% of 2000 shed")
+		Expect(c.Stats().ShedLag).To(BeEquivalentTo(shed), "counted as shed on lag")
 
 		for range 200 {
 			c.Observe(0)
