@@ -320,6 +320,7 @@ func htmlReport(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
 		}
 		b.WriteString("</table>\n")
 	}
+	b.WriteString(stormHTML(s))
 	if s.Pcap.File != "" {
 		fmt.Fprintf(&b, "<h2>Capture</h2>\n<p><a href=\"%s\">%s</a>: %d packets (%d SIP, %d Diameter; %d receiver copies dropped).</p>\n",
 			e(s.Pcap.File), e(s.Pcap.File), s.Pcap.Packets, s.Pcap.SIP, s.Pcap.Diameter, s.Pcap.Duplicates)

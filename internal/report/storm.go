@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"html"
 	"math"
 	"sort"
 	"strings"
@@ -184,35 +185,35 @@ func (pa *profileAcc) done(beforeS float64, a *analysis, t0 int64) LoadProfile {
 	return p
 }
 
-// stormMarkdown is the report's "Overload and storm" section ("" when the run has neither).
-func stormMarkdown(s *Summary) string {
-	var b strings.Builder
-	if len(s.Overload) > 0 {
-		b.WriteString("\n## Shed load\n\nNew requests refused with 503 + Retry-After (the HSS: DIAMETER_TOO_BUSY), from the nodes' " +
-			"`overload` events (summary.json `overload`).\n\n| node | shed | admitted meanwhile | peak shed/s | first s | last s | max shed share | max lag ms |\n" +
-			"|---|---|---|---|---|---|---|---|\n")
-		nodes := make([]string, 0, len(s.Overload))
-		for n := range s.Overload {
-			nodes = append(nodes, n)
-		}
-		sort.Strings(nodes)
-		for _, n := range nodes {
-			o := s.Overload[n]
-			fmt.Fprintf(&b, "| %s | %d | %d | %d | %.1f | %.1f | %.2f | %.1f |\n", mdEscape(n), o.Shed, o.Admitted,
-				o.PeakShedPerS, o.FirstS, o.LastS, o.MaxShedShare, o.MaxLagMs)
-		}
+var (
+	overloadColumns = []string{"node", "shed", "admitted meanwhile", "peak shed/s", "first s", "last s", "max shed share", "max lag ms"}
+	stormColumns    = []string{"what", "baseline /s", "peak /s", "peak at s", "total after the fault"}
+)
+
+// overloadRows are the "Shed load" table's rows, by node name.
+func overloadRows(s *Summary) [][]string {
+	nodes := make([]string, 0, len(s.Overload))
+	for n := range s.Overload {
+		nodes = append(nodes, n)
 	}
-	st := s.Storm
-	if st == nil {
-		return b.String()
+	sort.Strings(nodes)
+	var rows [][]string
+	for _, n := range nodes {
+		o := s.Overload[n]
+		rows = append(rows, []string{n, fmt.Sprint(o.Shed), fmt.Sprint(o.Admitted), fmt.Sprint(o.PeakShedPerS),
+			fmt.Sprintf("%.1f", o.FirstS), fmt.Sprintf("%.1f", o.LastS), fmt.Sprintf("%.2f", o.MaxShedShare),
+			fmt.Sprintf("%.1f", o.MaxLagMs)})
 	}
-	fmt.Fprintf(&b, "\n## Storm\n\nThe load after the fault at %.1f s (summary.json `storm`; docs/report.md, \"Storm\"). "+
-		"Baseline: mean per second from t0 to the fault; peak: the busiest second from the fault on.\n\n", st.FromS)
-	b.WriteString("| what | baseline /s | peak /s | peak at s | total after the fault |\n|---|---|---|---|---|\n")
-	row := func(name string, p LoadProfile) {
-		fmt.Fprintf(&b, "| %s | %.2f | %d | %.0f | %d |\n", name, p.BaselinePerS, p.PeakPerS, p.PeakAtS, p.Total)
+	return rows
+}
+
+// stormRows are the "Storm" table's rows: registrations, Cx by command, Cx in all.
+func stormRows(st *Storm) [][]string {
+	row := func(name string, p LoadProfile) []string {
+		return []string{name, fmt.Sprintf("%.2f", p.BaselinePerS), fmt.Sprint(p.PeakPerS), fmt.Sprintf("%.0f", p.PeakAtS),
+			fmt.Sprint(p.Total)}
 	}
-	row("registrations (phones)", st.Register)
+	rows := [][]string{row("registrations (phones)", st.Register)}
 	cmds := make([]string, 0, len(st.Cx))
 	for c := range st.Cx {
 		if c != "total" {
@@ -221,24 +222,98 @@ func stormMarkdown(s *Summary) string {
 	}
 	sort.Strings(cmds)
 	for _, c := range cmds {
-		row("Cx "+c+" (HSS)", st.Cx[c])
+		rows = append(rows, row("Cx "+c+" (HSS)", st.Cx[c]))
 	}
 	if t, ok := st.Cx["total"]; ok {
-		row("Cx, all commands (HSS)", t)
+		rows = append(rows, row("Cx, all commands (HSS)", t))
 	}
-	fmt.Fprintf(&b, "\nAfter the fault: %d registrations and %d calls failed. Affected users: %d, back (a successful "+
+	return rows
+}
+
+// stormText is the sentence under the "Storm" table.
+func stormText(st *Storm) string {
+	t := fmt.Sprintf("After the fault: %d registrations and %d calls failed. Affected users: %d, back (a successful "+
 		"registration or call): %d", st.RegistrationsFailed, st.CallsFailed, st.AffectedUsers, st.UsersBack)
 	if st.BackS != nil {
-		fmt.Fprintf(&b, "; time to back p50 %.1f s, p95 %.1f s", st.BackS.P50, st.BackS.P95)
+		t += fmt.Sprintf("; time to back p50 %.1f s, p95 %.1f s", st.BackS.P50, st.BackS.P95)
 	}
 	if st.AllBackS != nil {
-		fmt.Fprintf(&b, "; every affected user back after %.1f s", *st.AllBackS)
+		t += fmt.Sprintf("; every affected user back after %.1f s", *st.AllBackS)
 	} else if st.AffectedUsers > 0 {
-		fmt.Fprintf(&b, "; %d never back before the end of the run", st.AffectedUsers-st.UsersBack)
+		t += fmt.Sprintf("; %d never back before the end of the run", st.AffectedUsers-st.UsersBack)
 	}
-	b.WriteString(".\n\nRegistrations per second from the fault on: " + intsLine(st.Register.PerS) + "\n")
+	return t + "."
+}
+
+const (
+	shedLoadIntro = "New requests refused with 503 + Retry-After (the HSS: DIAMETER_TOO_BUSY), from the nodes' " +
+		"overload events (summary.json overload)."
+	stormIntro = "The load after the fault at %.1f s (summary.json storm; docs/report.md, \"Storm\"). Baseline: mean " +
+		"per second from t0 to the fault; peak: the busiest second from the fault on."
+)
+
+// stormMarkdown is the report's "Shed load" and "Storm" sections ("" when the run has neither).
+func stormMarkdown(s *Summary) string {
+	var b strings.Builder
+	table := func(cols []string, rows [][]string) {
+		b.WriteString("| " + strings.Join(cols, " | ") + " |\n|" + strings.Repeat("---|", len(cols)) + "\n")
+		for _, row := range rows {
+			for i := range row {
+				row[i] = mdEscape(row[i])
+			}
+			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+		}
+	}
+	if len(s.Overload) > 0 {
+		b.WriteString("\n## Shed load\n\n" + shedLoadIntro + "\n\n")
+		table(overloadColumns, overloadRows(s))
+	}
+	st := s.Storm
+	if st == nil {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "\n## Storm\n\n"+stormIntro+"\n\n", st.FromS)
+	table(stormColumns, stormRows(st))
+	b.WriteString("\n" + stormText(st) + "\n\nRegistrations per second from the fault on: " + intsLine(st.Register.PerS) + "\n")
 	if t, ok := st.Cx["total"]; ok {
 		b.WriteString("\nCx requests per second from the fault on: " + intsLine(t.PerS) + "\n")
+	}
+	return b.String()
+}
+
+// stormHTML is stormMarkdown for report.html.
+func stormHTML(s *Summary) string {
+	var b strings.Builder
+	e := html.EscapeString
+	table := func(cols []string, rows [][]string) {
+		b.WriteString("<table>\n<tr>")
+		for _, c := range cols {
+			fmt.Fprintf(&b, "<th>%s</th>", e(c))
+		}
+		b.WriteString("</tr>\n")
+		for _, row := range rows {
+			b.WriteString("<tr>")
+			for _, v := range row {
+				fmt.Fprintf(&b, "<td>%s</td>", e(v))
+			}
+			b.WriteString("</tr>\n")
+		}
+		b.WriteString("</table>\n")
+	}
+	if len(s.Overload) > 0 {
+		fmt.Fprintf(&b, "<h2 id=\"shed-load\">Shed load</h2>\n<p>%s</p>\n", e(shedLoadIntro))
+		table(overloadColumns, overloadRows(s))
+	}
+	st := s.Storm
+	if st == nil {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "<h2 id=\"storm\">Storm</h2>\n<p>%s</p>\n", e(fmt.Sprintf(stormIntro, st.FromS)))
+	table(stormColumns, stormRows(st))
+	fmt.Fprintf(&b, "<p>%s</p>\n<p>Registrations per second from the fault on: <code>%s</code></p>\n", e(stormText(st)),
+		e(strings.Trim(intsLine(st.Register.PerS), "`")))
+	if t, ok := st.Cx["total"]; ok {
+		fmt.Fprintf(&b, "<p>Cx requests per second from the fault on: <code>%s</code></p>\n", e(strings.Trim(intsLine(t.PerS), "`")))
 	}
 	return b.String()
 }

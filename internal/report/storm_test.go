@@ -70,6 +70,11 @@ var _ = Describe("the storm after a fault and the shed load", Label("unit"), fun
 		Expect(string(md)).To(ContainSubstring("every affected user back after 0.9 s"))
 		Expect(string(md)).To(ContainSubstring("## Shed load"))
 		Expect(string(md)).To(ContainSubstring("| bac | 9 | 40 | 7 | 5.0 | 6.0 | 0.10 | 160.0 |"))
+		page, err := os.ReadFile(filepath.Join(dir, report.FileHTML))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(page)).To(ContainSubstring(`<h2 id="storm">Storm</h2>`))
+		Expect(string(page)).To(ContainSubstring("<tr><td>registrations (phones)</td><td>0.25</td><td>3</td><td>4</td><td>3</td></tr>"))
+		Expect(string(page)).To(ContainSubstring("<tr><td>bac</td><td>9</td><td>40</td>"))
 	})
 
 	It("has no storm without a fault, and no shed-load table when no node shed", func() {
