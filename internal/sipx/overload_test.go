@@ -1,6 +1,7 @@
 package sipx_test
 
 import (
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -103,5 +104,24 @@ var _ = Describe("Proxy prelude (configured rate)", Label("unit"), func() {
 			Expect(res.StatusCode).To(Equal(200), "a request from the trust domain is not rate-limited")
 		}
 		Expect(ctl.Stats().ShedRate).To(BeEquivalentTo(codes[503]))
+	})
+})
+
+var _ = Describe("Proxy.Finish with every member down", Label("unit"), func() {
+	It("answers 503 with Retry-After, so that phones come back later instead of at once", SpecTimeout(10e9), func(_ SpecContext) {
+		phone := sipxtest.StartPeer("phone.example")
+		ep := sipxtest.Bind("bac.ims.test")
+		events := sipxtest.NewEvents("bac")
+		px := sipx.NewProxy(sipx.Deps{EP: ep, Res: pool.NewStaticResolver(), Rec: events.Rec, Log: sipxtest.Log(), Seed: 1},
+			sipx.ForwarderConfig{}, "bac.ims.test")
+		px.Serve(sipx.Handlers{Request: func(r *sipx.Request) {
+			px.Finish(r.Tx, r.Req, sipx.Outcome{Err: fmt.Errorf("pcscf.ims.test: %w", sipx.ErrNoTarget)})
+		}})
+		sipxtest.Serve(ep)
+		res := phone.MustSend(sipxtest.Request(sip.MESSAGE, "sip:user0002@ims.test"), px.EP.Addr)
+		Expect(res.StatusCode).To(Equal(503))
+		ra := res.GetHeader("Retry-After")
+		Expect(ra).NotTo(BeNil())
+		Expect(ra.Value()).To(Equal("1"))
 	})
 })
