@@ -269,6 +269,7 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	useNetns := fs.Bool("netns", false, "local backend: every node in its own network namespace with its own address (root, Linux)")
 	repeat := fs.Int("repeat", 1, "run the scenario this many times with the seeds seed, seed+1, … into <out>/rep<k>/ and write "+
 		"<out>/repeat.json and repeat.md (statistics over the runs, docs/compare.md)")
+	phones := fs.Int("phones", 0, "override the scenario's traffic.phones (0 = the file's), e.g. to scale a storm scenario")
 	// The scenario file may come before, between or after the flags.
 	file, status := parseWithFile(fs, args, errOut, "run")
 	if status >= 0 {
@@ -283,6 +284,13 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(errOut, "imslab run:", err)
 		return scenario.ExitError
+	}
+	if *phones != 0 {
+		sc.Traffic.Phones = *phones
+		if err := sc.Validate(); err != nil {
+			fmt.Fprintln(errOut, "imslab run: --phones:", err)
+			return scenario.ExitError
+		}
 	}
 	dir := *outDir
 	if dir == "" {

@@ -157,6 +157,14 @@ var _ = Describe("imslab up", Label("e2e"), func() {
 		Eventually(s).Should(gexec.Exit(2))
 	})
 
+	It("overrides a scenario's phones with --phones, and refuses a count the scenario format cannot number", func() {
+		s, err := gexec.Start(exec.Command(bin, "run", "../../scenarios/storm-pcscf-loadsharing.yaml", "--phones", "20000",
+			"--out", filepath.Join(GinkgoT().TempDir(), "x")), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s).Should(gexec.Exit(2))
+		Expect(s.Err).To(gbytes.Say(`--phones: .*traffic.phones: users 1..20000 go beyond user9999`))
+	})
+
 	It("refuses mutual with an odd number of active members before running anything, and says how to fix it", func() {
 		out := filepath.Join(GinkgoT().TempDir(), "cmp")
 		s, err := gexec.Start(exec.Command(bin, "compare", "../../scenarios/compare-pcscf-kill.yaml", "--schemes",

@@ -87,6 +87,9 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	ctl := overload.New(n.cfg.Overload, 0x155)
 	defer ctl.Close()
+	for _, col := range ctl.Collectors() {
+		_ = n.metrics.reg.Register(col) // a second Run keeps the first one's (AlreadyRegisteredError)
+	}
 	tracer, err := obs.OpenTracer(n.cfg.TraceFile, "hss", n.cfg.TraceMaxBytes)
 	if err != nil {
 		return fmt.Errorf("hss: %w", err)

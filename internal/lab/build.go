@@ -93,6 +93,7 @@ func hssConfig(nc *topology.NodeConfig) hss.Config {
 	c.TraceMaxBytes = nc.TraceMaxBytes
 	c.Overload = overload.Config{Disabled: nc.Overload.Off, Target: nc.Overload.Target,
 		MaxInFlight: nc.Overload.MaxInFlight, RetryAfter: nc.Overload.RetryAfter}
+	// MaxRate is not the HSS's: its Cx requests all come from the trust domain.
 	c.Log.Format = nc.Log.Format
 	c.Log.Level = nc.Log.Level
 	if nc.Trust != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net"
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
 	"os"
@@ -20,6 +21,9 @@ import (
 	"time"
 
 	"github.com/emiago/sipgo/sip"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/imslab/quasipool/internal/cx"
@@ -190,6 +194,13 @@ func (s *Stack) Run(ctx context.Context, node Runner) error {
 	g.Go(func() error { return s.Health.Run(gctx) })
 	g.Go(func() error { return node.Run(gctx) })
 	g.Go(func() error { ReportOverload(gctx, s.EP.Overload, s.Rec); return nil })
+	if s.Cfg.MetricsListen != "" {
+		ln, err := net.Listen("tcp", s.Cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		g.Go(func() error { return ServeMetrics(gctx, ln, s.EP.Overload) })
+	}
 	if s.Cx != nil {
 		g.Go(func() error { return s.Cx.Run(gctx) })
 		select {
@@ -274,7 +285,26 @@ func NewOverload(cfg *topology.NodeConfig) *overload.Controller {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(cfg.Name))
 	return overload.New(overload.Config{Disabled: o.Off, Target: o.Target, MaxInFlight: o.MaxInFlight,
-		RetryAfter: o.RetryAfter}, h.Sum64())
+		RetryAfter: o.RetryAfter, MaxRate: o.MaxRate}, h.Sum64())
+}
+
+// ServeMetrics serves the node's Prometheus metrics at /metrics on ln (the overload controller's counters, the Go
+// runtime's and the process's) until ctx ends.
+func ServeMetrics(ctx context.Context, ln net.Listener, c *overload.Controller) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(c.Collectors()...)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
 }
 
 // ReportOverload writes an "overload" event every second in which the node shed requests (how many, how many it

@@ -19,6 +19,15 @@
 // bound on requests in progress (MaxInFlight) rejects everything beyond it whatever the lag (a node whose
 // downstream stopped answering). Requests that finish work already admitted (in-dialog requests, ACK, CANCEL) and
 // health probes (OPTIONS) are never shed: the caller decides what it offers to Admit.
+//
+// # A configured capacity: MaxRate
+//
+// The lag rule keeps a node near whatever its machine can do, which is not a stable number on a shared machine.
+// MaxRate gives a node a configured capacity instead: a token bucket of MaxRate new requests per second (holding
+// one second's worth) that AdmitAccess applies, on top of the rest, to new requests from outside the trust domain
+// (phones, at the BAC: refused there before the core spends anything on them). Requests between the lab's own
+// nodes (Admit) are not rate-limited: a 503 from inside the chain would reach the phone as a 500 (RFC 3261
+// §16.7) and waste what the earlier hops spent.
 package overload
 
 import (
@@ -47,6 +56,9 @@ type Config struct {
 	RetryAfter time.Duration `yaml:"retry_after,omitempty"`
 	// Disabled admits everything (the lag is still measured).
 	Disabled bool `yaml:"off,omitempty"`
+	// MaxRate is the node's configured capacity for new requests from outside the trust domain (AdmitAccess), per
+	// second: a token bucket holding one second's worth (at least one). 0: no rate limit.
+	MaxRate float64 `yaml:"max_rate,omitempty"`
 }
 
 func (c Config) withDefaults() Config {
@@ -80,12 +92,18 @@ type Controller struct {
 	shedBits atomic.Uint64 // float64 bits of the shed share
 	lagNs    atomic.Int64  // smoothed lag
 
-	admitted atomic.Uint64
-	shed     atomic.Uint64
-	inShed   atomic.Bool // the last probe was over Target
+	admitted     atomic.Uint64
+	shed         atomic.Uint64
+	shedInFlight atomic.Uint64 // of shed: beyond MaxInFlight
+	shedRate     atomic.Uint64 // of shed: beyond MaxRate
+	shedLag      atomic.Uint64 // of shed: on lag
+	inShed       atomic.Bool   // the last probe was over Target
 
 	mu  sync.Mutex
 	rng *rand.Rand
+	// the MaxRate token bucket (under mu)
+	tokens   float64
+	refilled time.Time
 
 	stop chan struct{}
 	done chan struct{}
@@ -98,6 +116,7 @@ func New(cfg Config, seed uint64) *Controller {
 	}
 	c := &Controller{cfg: cfg.withDefaults(), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		stop: make(chan struct{}), done: make(chan struct{})}
+	c.tokens = c.burst()
 	go c.probe()
 	return c
 }
@@ -159,6 +178,20 @@ func (c *Controller) Observe(lag time.Duration) {
 // Admit decides on one new request. When it returns true the caller must call Done once the request is finished;
 // when false it must answer with a rejection that carries retryAfter.
 func (c *Controller) Admit() (ok bool, retryAfter time.Duration) {
+	return c.admit(false, time.Time{})
+}
+
+// AdmitAccess is Admit for a new request from outside the trust domain (a phone): it is also subject to MaxRate.
+func (c *Controller) AdmitAccess() (ok bool, retryAfter time.Duration) {
+	return c.AdmitAccessAt(time.Now())
+}
+
+// AdmitAccessAt is AdmitAccess at a given instant (the token bucket's clock; tests drive it).
+func (c *Controller) AdmitAccessAt(now time.Time) (ok bool, retryAfter time.Duration) {
+	return c.admit(true, now)
+}
+
+func (c *Controller) admit(access bool, now time.Time) (ok bool, retryAfter time.Duration) {
 	if c == nil {
 		return true, 0
 	}
@@ -167,16 +200,25 @@ func (c *Controller) Admit() (ok bool, retryAfter time.Duration) {
 		c.admitted.Add(1)
 		return true, 0
 	}
-	reject := c.cfg.MaxInFlight > 0 && n > int64(c.cfg.MaxInFlight)
-	if !reject {
+	var reason *atomic.Uint64
+	if c.cfg.MaxInFlight > 0 && n > int64(c.cfg.MaxInFlight) {
+		reason = &c.shedInFlight
+	}
+	if reason == nil {
 		if share := c.ShedShare(); share > 0 {
 			c.mu.Lock()
-			reject = c.rng.Float64() < share
+			if c.rng.Float64() < share {
+				reason = &c.shedLag
+			}
 			c.mu.Unlock()
 		}
 	}
-	if reject {
+	if reason == nil && access && c.cfg.MaxRate > 0 && !c.take(now) {
+		reason = &c.shedRate
+	}
+	if reason != nil {
 		c.inFlight.Add(-1)
+		reason.Add(1)
 		c.shed.Add(1)
 		c.mu.Lock()
 		jitter := time.Duration(c.rng.Int64N(int64(c.cfg.RetryAfter) + 1))
@@ -185,6 +227,26 @@ func (c *Controller) Admit() (ok bool, retryAfter time.Duration) {
 	}
 	c.admitted.Add(1)
 	return true, 0
+}
+
+// burst is what the MaxRate bucket holds: one second's worth, at least one request.
+func (c *Controller) burst() float64 { return max(c.cfg.MaxRate, 1) }
+
+// take takes a token from the MaxRate bucket, refilled up to now; false when it is empty.
+func (c *Controller) take(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.refilled.IsZero() && now.After(c.refilled) {
+		c.tokens = min(c.tokens+now.Sub(c.refilled).Seconds()*c.cfg.MaxRate, c.burst())
+	}
+	if c.refilled.IsZero() || now.After(c.refilled) {
+		c.refilled = now
+	}
+	if c.tokens < 1 {
+		return false
+	}
+	c.tokens--
+	return true
 }
 
 // Done ends a request Admit admitted.
@@ -204,11 +266,16 @@ func (c *Controller) ShedShare() float64 {
 
 // Stats is a snapshot of the controller.
 type Stats struct {
-	Admitted  uint64        // new requests admitted so far
-	Shed      uint64        // new requests rejected so far
-	InFlight  int64         // admitted and not done
-	Lag       time.Duration // smoothed scheduling lag
-	ShedShare float64       // share of new requests shed now
+	Admitted uint64 // new requests admitted so far
+	Shed     uint64 // new requests rejected so far (for any reason)
+	// ShedInFlight, ShedRate and ShedLag are the parts of Shed rejected beyond MaxInFlight, beyond MaxRate and
+	// on lag (each counted apart, so a snapshot taken while requests are shed may not add up exactly).
+	ShedInFlight uint64
+	ShedRate     uint64
+	ShedLag      uint64
+	InFlight     int64         // admitted and not done
+	Lag          time.Duration // smoothed scheduling lag
+	ShedShare    float64       // share of new requests shed now
 }
 
 // Stats returns the counters and the current state.
@@ -216,7 +283,8 @@ func (c *Controller) Stats() Stats {
 	if c == nil {
 		return Stats{}
 	}
-	return Stats{Admitted: c.admitted.Load(), Shed: c.shed.Load(), InFlight: c.inFlight.Load(),
+	return Stats{Admitted: c.admitted.Load(), Shed: c.shed.Load(), ShedInFlight: c.shedInFlight.Load(),
+		ShedRate: c.shedRate.Load(), ShedLag: c.shedLag.Load(), InFlight: c.inFlight.Load(),
 		Lag: time.Duration(c.lagNs.Load()), ShedShare: c.ShedShare()}
 }
 

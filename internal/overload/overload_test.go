@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/imslab/quasipool/internal/overload"
 )
@@ -52,6 +53,7 @@ var _ = Describe("the overload controller", func() {
 			}
 		}
 		Expect(shed).To(BeNumerically("~", 1800, 80), "about 90 %% of 2000 shed")
+		Expect(c.Stats().ShedLag).To(BeEquivalentTo(shed), "counted as shed on lag")
 
 		for range 200 {
 			c.Observe(0)
@@ -108,6 +110,84 @@ var _ = Describe("the overload controller", func() {
 		ok, _ := nilc.Admit()
 		Expect(ok).To(BeTrue())
 		nilc.Done()
+	})
+
+	It("admits phones' new requests at MaxRate, with a bucket of one second's worth, and the trust domain's at any rate", func() {
+		c := manual(overload.Config{MaxRate: 10})
+		t := time.Unix(1000, 0)
+		admitted := 0
+		for range 30 { // a burst: the full bucket passes, the rest is shed
+			if ok, ra := c.AdmitAccessAt(t); ok {
+				admitted++
+				c.Done()
+			} else {
+				Expect(ra).To(BeNumerically(">=", time.Second))
+			}
+		}
+		Expect(admitted).To(Equal(10))
+		for range 50 { // between the lab's nodes: not rate-limited
+			ok, _ := c.Admit()
+			Expect(ok).To(BeTrue())
+			c.Done()
+		}
+		// 20 s offered at 2× the rate, evenly: the bucket refills at 10/s and admits that much.
+		admitted = 0
+		for i := range 400 {
+			if ok, _ := c.AdmitAccessAt(t.Add(time.Duration(i+1) * 50 * time.Millisecond)); ok {
+				admitted++
+				c.Done()
+			}
+		}
+		Expect(admitted).To(BeNumerically("~", 200, 1))
+		st := c.Stats()
+		Expect(st.ShedRate).To(Equal(st.Shed))
+		Expect(st.Shed).To(BeEquivalentTo(20 + 400 - admitted))
+		Expect(st.ShedInFlight).To(BeZero())
+		// A clock that goes back (another goroutine stamped later) does not refill or break the bucket.
+		ok, _ := c.AdmitAccessAt(t)
+		Expect(ok).To(BeFalse())
+		// After a pause at under the rate, everything passes again.
+		later := t.Add(time.Minute)
+		for i := range 50 {
+			ok, _ := c.AdmitAccessAt(later.Add(time.Duration(i) * 200 * time.Millisecond))
+			Expect(ok).To(BeTrue())
+			c.Done()
+		}
+	})
+
+	It("counts what it shed by reason in its Prometheus metrics", func() {
+		c := manual(overload.Config{MaxRate: 1, MaxInFlight: 2})
+		now := time.Unix(1000, 0)
+		ok, _ := c.AdmitAccessAt(now) // the one token
+		Expect(ok).To(BeTrue())
+		ok, _ = c.AdmitAccessAt(now) // no token left
+		Expect(ok).To(BeFalse())
+		ok, _ = c.Admit() // in flight: 2
+		Expect(ok).To(BeTrue())
+		ok, _ = c.Admit() // beyond MaxInFlight
+		Expect(ok).To(BeFalse())
+		reg := prometheus.NewPedanticRegistry()
+		for _, col := range c.Collectors() {
+			Expect(reg.Register(col)).To(Succeed())
+		}
+		mfs, err := reg.Gather()
+		Expect(err).NotTo(HaveOccurred())
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				name := mf.GetName()
+				for _, l := range m.GetLabel() {
+					name += "{" + l.GetName() + "=" + l.GetValue() + "}"
+				}
+				got[name] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+		Expect(got).To(HaveKeyWithValue("overload_requests_admitted_total", 2.0))
+		Expect(got).To(HaveKeyWithValue("overload_requests_shed_total{reason=in_flight}", 1.0))
+		Expect(got).To(HaveKeyWithValue("overload_requests_shed_total{reason=rate}", 1.0))
+		Expect(got).To(HaveKeyWithValue("overload_requests_shed_total{reason=lag}", 0.0))
+		Expect(got).To(HaveKeyWithValue("overload_in_flight", 2.0))
+		Expect(got).To(HaveKey("overload_lag_seconds"))
 	})
 
 	It("sees a saturated scheduler through its own probe", func() {

@@ -97,6 +97,8 @@ func analyse(r *run) *analysis {
 	a.bins(r)
 	a.users()
 	a.survival(r)
+	a.overload(r)
+	a.storm(r)
 	return a
 }
 

@@ -148,6 +148,11 @@ type event struct {
 	// resource (the lab's samples of a node's process)
 	CPUS     float64 `json:"cpu_s"`
 	RSSBytes int64   `json:"rss_bytes"`
+	// overload (a node shed new requests in the second before it)
+	Shed      int     `json:"shed"`
+	Admitted  int     `json:"admitted"`
+	ShedShare float64 `json:"shed_share"`
+	LagMs     float64 `json:"lag_ms"`
 }
 
 // traceLine is one message of the nodes' traces: a packet of trace/<node>.NNN.pcapng, or a line of

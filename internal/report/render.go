@@ -253,6 +253,7 @@ func markdown(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
 			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 		}
 	}
+	b.WriteString(stormMarkdown(s))
 	if s.Pcap.File != "" {
 		fmt.Fprintf(&b, "\n## Capture\n\n[%s](%s): %d packets (%d SIP, %d Diameter; %d receiver copies dropped). "+
 			"Diameter is TCP on the HSS port; Wireshark decodes 3868 as Diameter by default.\n", s.Pcap.File, s.Pcap.File,
@@ -332,6 +333,7 @@ func htmlReport(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
 		}
 		b.WriteString("</table>\n")
 	}
+	b.WriteString(stormHTML(s))
 	if s.Pcap.File != "" {
 		fmt.Fprintf(&b, "<h2>Capture</h2>\n<p><a href=\"%s\">%s</a>: %d packets (%d SIP, %d Diameter; %d receiver copies dropped).</p>\n",
 			e(s.Pcap.File), e(s.Pcap.File), s.Pcap.Packets, s.Pcap.SIP, s.Pcap.Diameter, s.Pcap.Duplicates)

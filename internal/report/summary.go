@@ -57,10 +57,14 @@ type Summary struct {
 	Ladders        []LadderInfo `json:"ladders,omitempty"`
 	Pcap           PcapInfo     `json:"pcap"`
 	// Security counts the requests the nodes refused (absent when none was).
-	Security     *Security `json:"security,omitempty"`
-	Expectations any       `json:"expectations,omitempty"` // filled by the scenario runner
-	Warnings     []string  `json:"warnings,omitempty"`
-	Files        []string  `json:"files"`
+	Security *Security `json:"security,omitempty"`
+	// Overload is what each node shed (absent when none did); Storm the load the first fault set off (absent
+	// without a fault). docs/report.md, "Shed load" and "Storm".
+	Overload     map[string]*NodeOverload `json:"overload,omitempty"`
+	Storm        *Storm                   `json:"storm,omitempty"`
+	Expectations any                      `json:"expectations,omitempty"` // filled by the scenario runner
+	Warnings     []string                 `json:"warnings,omitempty"`
+	Files        []string                 `json:"files"`
 }
 
 // Fault is one fault of the scenario with the instant it actually happened.

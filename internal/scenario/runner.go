@@ -373,6 +373,13 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 		})
 	}()
 
+	stepsDone := make(chan struct{})
+	go func() {
+		defer close(stepsDone)
+		r.runSteps(runCtx, t0, phones)
+	}()
+	defer func() { endRun(); <-stepsDone }()
+
 	tick := time.NewTicker(r.cfg.Progress)
 	defer tick.Stop()
 loop:
@@ -412,6 +419,21 @@ loop:
 		return o, fmt.Errorf("scenario %s: stopping the lab: %w", sc.Name, downErr)
 	}
 	return r.evaluate(o)
+}
+
+// runSteps applies the traffic's load steps at their offsets from t0 until ctx ends.
+func (r *runner) runSteps(ctx context.Context, t0 time.Time, phones *ue.UE) {
+	for _, st := range r.sc.Traffic.Steps {
+		t := time.NewTimer(time.Until(t0.Add(st.At)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		phones.SetCallRate(st.CallRate)
+		r.out.printf("[%5.1fs] load step: %g calls/s\n", time.Since(t0).Seconds(), st.CallRate)
+	}
 }
 
 // evaluate builds the report, checks the expectations, prints the table and writes expectations.json.
@@ -713,6 +735,13 @@ type trafficJSON struct {
 	IdleShare            float64 `json:"idle_share,omitempty"`
 	MTOnlyShare          float64 `json:"mt_only_share,omitempty"`
 	ReachabilityInterval float64 `json:"reachability_interval_s,omitempty"`
+	// Steps are the load steps (absent: none).
+	Steps []stepJSON `json:"steps,omitempty"`
+}
+
+type stepJSON struct {
+	AtS      float64 `json:"at_s"`
+	CallRate float64 `json:"call_rate"`
 }
 
 // writeScenarioJSON writes <run-dir>/scenario.json; end is zero until the run is over.
@@ -742,6 +771,9 @@ func (r *runner) writeScenarioJSON(runDir string, seed int64, t0, end time.Time)
 		j.Traffic.IdleShare, j.Traffic.MTOnlyShare = m.IdleShare, m.MTOnlyShare
 	}
 	j.Traffic.ReachabilityInterval = sc.Traffic.Reachability.Interval.Seconds()
+	for _, st := range sc.Traffic.Steps {
+		j.Traffic.Steps = append(j.Traffic.Steps, stepJSON{AtS: st.At.Seconds(), CallRate: st.CallRate})
+	}
 	if !end.IsZero() {
 		j.EndNs = end.UnixNano()
 	}

@@ -85,6 +85,29 @@ type Traffic struct {
 	MTOnlyShare float64 `yaml:"mt_only_share"`
 	// Reachability probes every affected user after a fault (0 interval = off).
 	Reachability ue.Reachability `yaml:"reachability"`
+
+	// Steps change CallRate during the run (a load step: docs/scenarios.md, "Load steps"), in order of At; each
+	// rate holds until the next step. They need a CallRate above 0 (the random calls they change).
+	Steps []Step `yaml:"steps"`
+}
+
+// Step sets the random calls' rate at an offset from t0.
+type Step struct {
+	// At is the offset from t0 (when every phone has registered).
+	At time.Duration `yaml:"at"`
+	// CallRate is the aggregate rate of the random calls from then on, per second (0 pauses them).
+	CallRate float64 `yaml:"call_rate"`
+}
+
+// RateAt is the random calls' rate the traffic asks for at offset at from t0 (CallRate, or the last step's).
+func (t *Traffic) RateAt(at time.Duration) float64 {
+	r := t.CallRate
+	for _, st := range t.Steps {
+		if st.At <= at {
+			r = st.CallRate
+		}
+	}
+	return r
 }
 
 // Holding is a holding-time distribution.
@@ -410,6 +433,19 @@ func (t *Traffic) validate(v *validator) {
 				field = "traffic.holding.mean"
 			}
 			v.add(field, "%s", msg)
+		}
+	}
+	for i, st := range t.Steps {
+		field := fmt.Sprintf("traffic.steps[%d]", i)
+		if t.CallRate <= 0 {
+			v.add(field, "a load step needs traffic.call_rate above 0 (it changes the random calls' rate)")
+			break
+		}
+		if st.At < 0 || (i > 0 && st.At <= t.Steps[i-1].At) {
+			v.add(field+".at", "%s: must not be negative and must come after the step before", st.At)
+		}
+		if badRate(st.CallRate) {
+			v.add(field+".call_rate", "must be zero or a positive number, is %v", st.CallRate)
 		}
 	}
 	r := t.Reachability

@@ -83,6 +83,16 @@ topology:
 		Expect(ok).To(BeFalse())
 	})
 
+	It("reads load steps: each rate holds from its offset until the next step", func() {
+		s, err := scenario.Parse([]byte("name: t\nduration: 40s\n" +
+			"traffic: {phones: 10, call_rate: 10, steps: [{at: 10s, call_rate: 20}, {at: 20s, call_rate: 6}]}\n"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.Traffic.RateAt(0)).To(Equal(10.0))
+		Expect(s.Traffic.RateAt(9 * time.Second)).To(Equal(10.0))
+		Expect(s.Traffic.RateAt(10 * time.Second)).To(Equal(20.0))
+		Expect(s.Traffic.RateAt(25 * time.Second)).To(Equal(6.0))
+	})
+
 	It("fills the traffic defaults", func() {
 		s, err := scenario.Parse([]byte(minimal))
 		Expect(err).NotTo(HaveOccurred())
@@ -133,6 +143,12 @@ topology:
 			"traffic.reachability.interval: must be at least 10ms"),
 		Entry("probers beyond the numbering", "name: t\nduration: 30s\ntraffic: {phones: 10, first_user: 9990, reachability: {interval: 250ms}}\n",
 			"traffic.reachability.probers: prober users 10000..10003 go beyond user9999"),
+		Entry("load step without random calls", "name: t\nduration: 30s\ntraffic: {phones: 10, steps: [{at: 5s, call_rate: 4}]}\n",
+			"traffic.steps[0]: a load step needs traffic.call_rate above 0"),
+		Entry("load steps out of order", "name: t\nduration: 30s\ntraffic: {phones: 10, call_rate: 2, steps: [{at: 5s, call_rate: 4}, {at: 5s, call_rate: 2}]}\n",
+			"traffic.steps[1].at: 5s: must not be negative and must come after the step before"),
+		Entry("negative load step rate", "name: t\nduration: 30s\ntraffic: {phones: 10, call_rate: 2, steps: [{at: 5s, call_rate: -4}]}\n",
+			"traffic.steps[0].call_rate: must be zero or a positive number, is -4"),
 		Entry("unknown scheme", minimal+"topology: {pools: {scscf: {scheme: hot}}}\n", "topology.pools.scscf.scheme"),
 		Entry("short duration", "name: t\nduration: 0s\ntraffic: {phones: 1}\n", "line 2: duration: must be at least 1s"),
 		Entry("bad topology value", minimal+"topology:\n  pools: {pcscf: {size: 0}}\n", "line 6: topology.pools.pcscf.size"),

@@ -163,7 +163,9 @@ func (p *Proxy) Finish(stx sip.ServerTransaction, req *sip.Request, out Outcome)
 	case out.Final != nil:
 		p.Fwd.Relay(stx, req, out.Final)
 	case errors.Is(out.Err, ErrNoTarget):
-		p.Respond(stx, req, 503, "Service Unavailable")
+		// Every member known down: come back later, like every 503 a node generates (docs/architecture.md,
+		// "Overload control"); a phone without Retry-After would retry at once.
+		p.Respond(stx, req, 503, "Service Unavailable", sip.NewHeader("Retry-After", "1"))
 	default:
 		code, reason := 504, "Server Time-out" // no answer, a transport error, a name that does not resolve
 		var se *StatusError
@@ -391,8 +393,13 @@ func (p *Proxy) wrap(h Handler, withTx bool) func(*sip.Request, sip.ServerTransa
 		}
 		if stx != nil && !HasToTag(req) {
 			// A new transaction that is not part of a dialog: admitted only while the node keeps up. Requests
-			// that finish admitted work (in-dialog, ACK, CANCEL) and health probes are never shed.
-			ok, retryAfter := p.EP.Overload.Admit()
+			// that finish admitted work (in-dialog, ACK, CANCEL) and health probes are never shed. A phone's
+			// (outside the trust domain) is also held to the node's configured rate (overload.max_rate).
+			admit := p.EP.Overload.Admit
+			if !p.Trust.RoleOf(req.Source()).InTrustDomain() {
+				admit = p.EP.Overload.AdmitAccess
+			}
+			ok, retryAfter := admit()
 			if !ok {
 				p.Respond(stx, req, 503, "Service Unavailable (overload)",
 					sip.NewHeader("Retry-After", strconv.Itoa(overload.RetryAfterSeconds(retryAfter))))

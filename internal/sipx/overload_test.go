@@ -1,6 +1,7 @@
 package sipx_test
 
 import (
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -70,5 +71,57 @@ var _ = Describe("Proxy prelude (overload)", Label("unit"), func() {
 		Expect(handled.Load()).To(BeEquivalentTo(1))
 		res = phone.MustSend(sipxtest.Request(sip.OPTIONS, "sip:pcscf1.ims.test"), px.EP.Addr)
 		Expect(res.StatusCode).To(Equal(200))
+	})
+})
+
+var _ = Describe("Proxy prelude (configured rate)", Label("unit"), func() {
+	It("holds the phones' new requests to max_rate with 503 + Retry-After, and never the trust domain's", SpecTimeout(20e9), func(_ SpecContext) {
+		phone := sipxtest.StartPeer("phone.example")
+		pcscf := sipxtest.StartPeer("pcscf1.ims.test")
+		ep := sipxtest.Bind("bac.ims.test")
+		ctl := overload.New(overload.Config{Interval: time.Hour, MaxRate: 3}, 1)
+		DeferCleanup(ctl.Close)
+		ep.Overload = ctl
+		events := sipxtest.NewEvents("bac")
+		px := sipx.NewProxy(sipx.Deps{EP: ep, Res: pool.NewStaticResolver(), Rec: events.Rec, Log: sipxtest.Log(), Seed: 1,
+			Trust: sipx.NewTrust(sipx.Peers{PCSCF: []string{pcscf.Addr()}})}, sipx.ForwarderConfig{}, "bac.ims.test")
+		px.Serve(sipx.Handlers{Request: func(r *sipx.Request) { r.Reply(px, 200, "OK") }})
+		sipxtest.Serve(ep)
+
+		codes := map[int]int{}
+		for range 10 { // well within a second: the bucket holds 3
+			res := phone.MustSend(sipxtest.Request(sip.MESSAGE, "sip:user0002@ims.test"), px.EP.Addr)
+			codes[res.StatusCode]++
+			if res.StatusCode == 503 {
+				Expect(res.GetHeader("Retry-After")).NotTo(BeNil())
+			}
+		}
+		Expect(codes[200]).To(BeNumerically(">=", 3))
+		Expect(codes[200]).To(BeNumerically("<=", 4), "3 tokens, and at most one refilled meanwhile")
+		Expect(codes[503]).To(Equal(10 - codes[200]))
+		for range 10 {
+			res := pcscf.MustSend(sipxtest.Request(sip.MESSAGE, "sip:user0002@ims.test"), px.EP.Addr)
+			Expect(res.StatusCode).To(Equal(200), "a request from the trust domain is not rate-limited")
+		}
+		Expect(ctl.Stats().ShedRate).To(BeEquivalentTo(codes[503]))
+	})
+})
+
+var _ = Describe("Proxy.Finish with every member down", Label("unit"), func() {
+	It("answers 503 with Retry-After, so that phones come back later instead of at once", SpecTimeout(10e9), func(_ SpecContext) {
+		phone := sipxtest.StartPeer("phone.example")
+		ep := sipxtest.Bind("bac.ims.test")
+		events := sipxtest.NewEvents("bac")
+		px := sipx.NewProxy(sipx.Deps{EP: ep, Res: pool.NewStaticResolver(), Rec: events.Rec, Log: sipxtest.Log(), Seed: 1},
+			sipx.ForwarderConfig{}, "bac.ims.test")
+		px.Serve(sipx.Handlers{Request: func(r *sipx.Request) {
+			px.Finish(r.Tx, r.Req, sipx.Outcome{Err: fmt.Errorf("pcscf.ims.test: %w", sipx.ErrNoTarget)})
+		}})
+		sipxtest.Serve(ep)
+		res := phone.MustSend(sipxtest.Request(sip.MESSAGE, "sip:user0002@ims.test"), px.EP.Addr)
+		Expect(res.StatusCode).To(Equal(503))
+		ra := res.GetHeader("Retry-After")
+		Expect(ra).NotTo(BeNil())
+		Expect(ra.Value()).To(Equal("1"))
 	})
 })

@@ -46,7 +46,9 @@ type NodeConfig struct {
 	TraceMaxBytes int64  `yaml:"trace_max_bytes,omitempty"`
 	// Overload is the node's overload control (the topology's).
 	Overload Overload `yaml:"overload,omitempty"`
-	Log      Log      `yaml:"log"`
+	// MetricsListen is where a SIP node serves Prometheus metrics at /metrics ("" = none; nodes.<name>.metrics).
+	MetricsListen string `yaml:"metrics_listen,omitempty"`
+	Log           Log    `yaml:"log"`
 	// Seed seeds every random choice of the node (its forwarder's target order, its probers' phases), derived
 	// from the run's seed and the node's name (NodeSeed); 0 = a seed from the clock (a node started by hand).
 	Seed uint64 `yaml:"seed,omitempty"`
@@ -154,6 +156,7 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 		Name: n.Name, Kind: n.Kind, Domain: t.Domain, FQDN: n.FQDN, Listen: n.Listen(), DNSServer: t.DNS.Listen,
 		Timers: mergeTimers(t.Timers, ov.Timers), Probing: mergeProbing(t.Probing, ov.Probing),
 		Registration: t.Registration, Log: mergeLog(t.Log, ov.Log), Overload: t.Overload,
+		MetricsListen: ov.Metrics,
 	}
 	if o.seed != 0 {
 		c.Seed = NodeSeed(o.seed, n.Name)

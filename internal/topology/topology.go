@@ -195,6 +195,10 @@ type Override struct {
 	Timers  Timers  `yaml:"timers,omitempty"`
 	Probing Probing `yaml:"probing,omitempty"`
 	Log     Log     `yaml:"log,omitempty"`
+	// Metrics is the TCP address (host:port) where a SIP node (bac, P-/I-/S-CSCF) serves Prometheus metrics at
+	// /metrics: its overload control's counters and the Go runtime's ("" = none; the HSS serves its metrics on
+	// its HTTP port).
+	Metrics string `yaml:"metrics,omitempty"`
 }
 
 // defaults are applied before a file is decoded, so a field the file leaves out keeps its default and a field
@@ -320,4 +324,7 @@ type Overload struct {
 	MaxInFlight int `yaml:"max_in_flight,omitempty"`
 	// RetryAfter is the shortest wait a shed request is told (default 1s; up to twice that, at random).
 	RetryAfter time.Duration `yaml:"retry_after,omitempty"`
+	// MaxRate is a configured capacity: new requests per second a node admits from outside the trust domain
+	// (phones: in effect the BAC's), a token bucket holding one second's worth (0 = no limit).
+	MaxRate float64 `yaml:"max_rate,omitempty"`
 }

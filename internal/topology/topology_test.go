@@ -109,6 +109,19 @@ var _ = Describe("Parse", Label("unit"), func() {
 		Expect(back).To(Equal(t))
 	})
 
+	It("gives the overload block's max_rate to every node and a node's metrics address to that node only", func() {
+		t, err := topology.Parse([]byte(base + "overload: {max_rate: 25}\nnodes:\n  bac:\n    metrics: 127.0.0.1:42999\n"))
+		Expect(err).NotTo(HaveOccurred())
+		bc, err := t.NodeConfig("bac")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(bc.Overload.MaxRate).To(Equal(25.0))
+		Expect(bc.MetricsListen).To(Equal("127.0.0.1:42999"))
+		pc, err := t.NodeConfig("pcscf1")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pc.Overload.MaxRate).To(Equal(25.0))
+		Expect(pc.MetricsListen).To(BeEmpty())
+	})
+
 	It("loads a file and names the file in errors", func() {
 		dir := GinkgoT().TempDir()
 		good := filepath.Join(dir, "good.yaml")
@@ -198,6 +211,9 @@ var _ = Describe("Parse", Label("unit"), func() {
 		Entry("override timeout above the lab interval", base+"nodes:\n  icscf:\n    probing: {timeout: 3s}\n",
 			"nodes.icscf.probing.timeout", 42, "not be longer than the interval (1s)"),
 		Entry("bad override log", base+"nodes:\n  bac:\n    log: {level: chatty}\n", "nodes.bac.log.level", 42, "debug, info"),
+		Entry("negative max_rate", base+"overload: {max_rate: -5}\n", "overload.max_rate", 40, "positive number of requests per second"),
+		Entry("metrics without a port", base+"nodes:\n  bac:\n    metrics: 127.0.0.1\n", "nodes.bac.metrics", 42, "host:port"),
+		Entry("metrics of the DNS", base+"nodes:\n  dnsd:\n    metrics: 127.0.0.1:9100\n", "nodes.dnsd.metrics", 42, "only SIP nodes"),
 	)
 
 	It("lists every bad field at once", func() {

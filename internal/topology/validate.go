@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"regexp"
@@ -240,6 +241,9 @@ func (t *Topology) Validate() error {
 	if t.Overload.Target < 0 || t.Overload.MaxInFlight < 0 || t.Overload.RetryAfter < 0 {
 		v.add("overload", "target, max_in_flight and retry_after must not be negative")
 	}
+	if r := t.Overload.MaxRate; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		v.add("overload.max_rate", "%v: must be 0 (no limit) or a positive number of requests per second", r)
+	}
 	if t.Trace.MaxMB < 0 {
 		v.add("trace.max_mb", "%d: must be 0 (default %d MiB) or more", t.Trace.MaxMB, 128)
 	}
@@ -299,6 +303,16 @@ func (t *Topology) Validate() error {
 			v.probing(prefix+".probing", mergeProbing(t.Probing, o.Probing))
 		}
 		v.log(prefix+".log", o.Log)
+		if o.Metrics != "" {
+			switch k := names[name].Kind; k {
+			case KindBAC, KindPCSCF, KindICSCF, KindSCSCF:
+				if _, port, err := net.SplitHostPort(o.Metrics); err != nil || port == "" {
+					v.add(prefix+".metrics", "%q: must be host:port", o.Metrics)
+				}
+			default:
+				v.add(prefix+".metrics", "only SIP nodes serve metrics here (a %s node does not)", k)
+			}
+		}
 	}
 	if nw := t.Networks; nw != nil {
 		if err := nw.Validate(); err != nil {

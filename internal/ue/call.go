@@ -218,6 +218,9 @@ func (p *Phone) call(ctx context.Context, to string, hold time.Duration, probe, 
 	if probe == "" {
 		p.noteRetryAfter(final)
 	}
+	if ra := retryAfter(final); ra > 0 {
+		rec.RetryAfterS = int(ra / time.Second)
+	}
 
 	if final != nil && final.IsSuccess() {
 		u.confirm(ctx, d, tx, final, hold, err != nil, &rec)

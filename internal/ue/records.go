@@ -23,6 +23,9 @@ type Record struct {
 	// in time; for calls the caller then CANCELs), "transport", "aborted" (shutdown) or "error".
 	Result string `json:"result"`
 	Status int    `json:"status"` // final status code received or sent (0 = none)
+	// RetryAfterS is the Retry-After of a 503 the phone got (seconds; 0 = none): the network shed the request
+	// and told the phone when to come back.
+	RetryAfterS int `json:"retry_after_s,omitempty"`
 
 	// Registrations.
 	Kind    string `json:"kind,omitempty"`    // "initial", "refresh" or "deregister"

@@ -186,6 +186,7 @@ func (p *Phone) register(ctx context.Context, kind string) error {
 			}
 			if ra := p.noteRetryAfter(res); ra > 0 {
 				retry = max(retry, ra)
+				rec.RetryAfterS = int(ra / time.Second)
 			}
 			p.scheduleLocked(retry)
 		}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// generateCalls places calls at Config.CallRate (exponential gaps: Poisson arrivals) from a random free,
+// generateCalls places calls at Config.CallRate, or the rate SetCallRate set since (exponential gaps: Poisson arrivals) from a random free,
 // registered caller (one of the Config.Mix share of phones) to a random registered phone of this process, or
 // to a random number of the fixed callee range. Each call holds for Config.HoldTime.
 func (u *UE) generateCalls(ctx context.Context) {
@@ -21,8 +21,19 @@ func (u *UE) generateCalls(ctx context.Context) {
 	}
 	u.log.Info("ue: placing calls", "rate", u.cfg.CallRate, "callers", len(callers), "hold", u.cfg.HoldTime.String())
 	for {
+		rate := u.CallRate()
+		if rate <= 0 { // paused (SetCallRate(0)): look again soon
+			t := time.NewTimer(50 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
 		u.rngMu.Lock()
-		gap := time.Duration(u.rng.ExpFloat64() / u.cfg.CallRate * float64(time.Second))
+		gap := time.Duration(u.rng.ExpFloat64() / rate * float64(time.Second))
 		u.rngMu.Unlock()
 		t := time.NewTimer(gap)
 		select {

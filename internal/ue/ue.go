@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -41,6 +42,8 @@ type UE struct {
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+
+	callRate atomic.Uint64 // float64 bits: the rate generateCalls places calls at now (Config.CallRate, SetCallRate)
 
 	ready chan struct{}
 	done  chan struct{}
@@ -118,6 +121,7 @@ func New(cfg Config, opts ...Option) (*UE, error) {
 	}
 	u := &UE{cfg: cfg, log: slog.Default(), ready: make(chan struct{}), done: make(chan struct{}),
 		dialogs: map[string]*dialog{}, byUser: map[string]*Phone{}, reachSeen: map[string]bool{}}
+	u.callRate.Store(math.Float64bits(cfg.CallRate))
 	for _, o := range opts {
 		o(u)
 	}
@@ -167,6 +171,19 @@ func New(cfg Config, opts ...Option) (*UE, error) {
 	}
 	return u, nil
 }
+
+// SetCallRate changes the rate of the random calls (Config.CallRate) while the phones run: a load step. It has an
+// effect only when the phones were started with a CallRate above 0 (they then place calls); 0 pauses the calls.
+// A negative or non-finite rate is ignored.
+func (u *UE) SetCallRate(r float64) {
+	if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		return
+	}
+	u.callRate.Store(math.Float64bits(r))
+}
+
+// CallRate is the rate of the random calls now (Config.CallRate, or the last SetCallRate).
+func (u *UE) CallRate() float64 { return math.Float64frombits(u.callRate.Load()) }
 
 // Seed returns the seed of the run's random choices (the configured one, or the one picked by New).
 func (u *UE) Seed() int64 { return u.seed }

@@ -378,12 +378,28 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 			Expect(fake.relayedFor(held.CallID)).To(BeEmpty(), "nothing sent while backing off")
 			Expect(u.Summary().CallsHeld).To(BeEquivalentTo(1))
 			Expect(u.Summary().RetryAfters).To(BeEquivalentTo(1))
+			Eventually(recordsWhere(u.records, func(r ue.Record) bool { return r.CallID == res.CallID })).
+				Should(ConsistOf(HaveField("RetryAfterS", 2)), "the record keeps the Retry-After it was told")
 
 			time.Sleep(2100 * time.Millisecond) // Retry-After: 2
 			ok, err := p.Call(ctx, "user0001", 100*time.Millisecond)
 			Expect(err).NotTo(HaveOccurred(), "sent again once the Retry-After is over")
 			Expect(ok.Result).To(Equal("ok"))
 		}, SpecTimeout(20*time.Second))
+	})
+
+	It("changes the random calls' rate while running (a load step), ignoring a bad rate", func() {
+		cfg := ue.DefaultConfig()
+		cfg.Manual, cfg.Proxy, cfg.Users.Count, cfg.CallRate = true, "127.0.0.1:5060", 2, 5
+		u, err := ue.New(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(u.CallRate()).To(Equal(5.0))
+		u.SetCallRate(12)
+		Expect(u.CallRate()).To(Equal(12.0))
+		u.SetCallRate(-1)
+		Expect(u.CallRate()).To(Equal(12.0))
+		u.SetCallRate(0)
+		Expect(u.CallRate()).To(BeZero(), "0 pauses the calls")
 	})
 
 	Context("a 504 with the 3GPP restoration body", func() {
