@@ -258,9 +258,10 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 	// req is read, never changed: each attempt forwards its own copy (attempt), Max-Forwards decremented there.
 	base := req
 
-	cancelled := make(chan struct{})
-	var cancelOnce sync.Once
+	var cancelled chan struct{} // only an INVITE can be cancelled; a nil channel never fires
 	if stx != nil && req.IsInvite() {
+		cancelled = make(chan struct{})
+		var cancelOnce sync.Once
 		stx.OnCancel(func(*sip.Request) { cancelOnce.Do(func() { close(cancelled) }) })
 	}
 
