@@ -46,7 +46,7 @@ for rate in ${rates//,/ }; do
   (cd "$tmp" && timeout $((2 * duration + 30)) taskset -c 1 sipp "$proxy" -sf "$OLDPWD/sipp/bench-uac.xml" -s callee \
     -i 127.0.0.1 -p "$uacport" -r "$rate" -m "$calls" -recv_timeout 10000 -nostdin -default_behaviors all,-abortunexp \
     -trace_stat -stf "stat-$rate.csv" >/dev/null 2>&1) || true
-  secs=$(echo "$(date +%s.%N) - $t0" | bc)
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
   ok=$(awk -F';' 'NR==1 { for (i = 1; i <= NF; i++) if ($i == "SuccessfulCall(C)") c = i } END { print $c }' "$tmp/stat-$rate.csv")
   failed=$(awk -F';' 'NR==1 { for (i = 1; i <= NF; i++) if ($i == "FailedCall(C)") c = i } END { print $c }' "$tmp/stat-$rate.csv")
   kill "$relay"; wait "$relay" 2>/dev/null || true
