@@ -22,9 +22,12 @@ var _ = Describe("Call generator", func() {
 		Expect(ue.ArrivalsDue(8, rate, d)).NotTo(Equal(n))
 	})
 
-	It("places the calls its schedule owes at 200/s for 10 s, and reports the rate placed and its CPU share", Label("integration"), func(ctx SpecContext) {
+	// 100 calls/s: with the race detector a call costs the process about 1.7 ms of CPU, so this needs under a
+	// fifth of a core, well within what the test gets on a shared machine (a process starved of CPU falls behind
+	// any schedule, which is not what this spec is about).
+	It("places the calls its schedule owes at 100/s for 10 s, and reports the rate placed and its CPU share", Label("integration"), func(ctx SpecContext) {
 		fake := startFakeBAC(600)
-		const rate, seed = 200.0, 42
+		const rate, seed = 100.0, 42
 		cfg := ue.DefaultConfig()
 		cfg.Proxy = fake.addr
 		cfg.Users.Count = 300
@@ -58,7 +61,7 @@ var _ = Describe("Call generator", func() {
 		Expect(s.CallsOK+s.CallsFailed).To(Equal(s.CallsPlaced), "every placed call was counted")
 		Expect(res["mo not_found"] + res["mo 404"]).To(BeNumerically(">", 0))
 		// The schedule itself has the asked rate, up to the Poisson count's own spread (4 standard deviations:
-		// sqrt(2000) ≈ 45 calls, 2.2 %, for 10 s at 200/s; the arrivals' rate is checked closely above).
+		// sqrt(1000) ≈ 32 calls, 3.2 %, for 10 s at 100/s; the arrivals' rate is checked closely above).
 		mean := rate * s.GeneratorSeconds
 		Expect(float64(due)).To(BeNumerically("~", mean, 4*math.Sqrt(mean)))
 		Expect(s.CallRatePlaced).To(BeNumerically("~", float64(s.CallsPlaced)/s.GeneratorSeconds, 1e-9))
