@@ -36,6 +36,7 @@ import (
 
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/imslab/quasipool/internal/nfrun"
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/pool"
 	"github.com/imslab/quasipool/internal/sipx"
@@ -768,7 +769,7 @@ func benchRelay(args []string) error {
 	trust := fs.String("trust", "", "comma-separated ip:port of the peers treated as core nodes")
 	events := fs.String("events", "", "record events (JSON lines) to this file, as a lab node does")
 	trace := fs.String("trace", "", "record the message trace (pcapng segments) to this file, as a lab node does")
-	memLimit := fs.Int64("memory-limit-mib", 128, "soft memory limit of the Go runtime in MiB, the nodes' default (GOMEMLIMIT overrides)")
+	memLimit := fs.Int64("memory-limit-mib", nfrun.DefaultMemoryLimitMiB, "soft memory limit of the Go runtime in MiB, the nodes' default (GOMEMLIMIT overrides)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -59,6 +60,7 @@ func run(args []string) error {
 	fs.String("events", "", `events file, "-" = stdout (events_file)`)
 	fs.Int64("seed", 0, "seed of every random choice, 0 = pick one and print it (seed)")
 	fs.Duration("t1", 0, "SIP timer T1 (timers.t1; default 500ms)")
+	summaryPath := fs.String("summary", "", `write the final summary as JSON to this file, "-" = stdout`)
 	fs.String("log-format", "", "text or json")
 	fs.String("log-level", "", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -97,7 +99,35 @@ func run(args []string) error {
 		"calls placed %d ok, %d failed, %d skipped; calls received %d ok, %d failed\n",
 		s.Phones, s.Registered, s.InitialOK, s.InitialFailed, s.Deregistered,
 		s.CallsOK, s.CallsFailed, s.CallsSkipped, s.MTOK, s.MTFailed)
+	if s.CallRateAsked > 0 {
+		fmt.Fprintf(os.Stderr, "ue: call rate asked %.2f/s, placed %.2f/s (%d of %d arrivals in %.1f s)\n",
+			s.CallRateAsked, s.CallRatePlaced, s.CallsPlaced, s.CallsOffered, s.GeneratorSeconds)
+	}
+	fmt.Fprintf(os.Stderr, "ue: own CPU %.2f s in %.1f s: %.1f %% of one core\n", s.CPUSeconds, s.WallSeconds, 100*s.CPUShare)
+	if *summaryPath != "" {
+		if werr := writeSummary(*summaryPath, s); werr != nil && err == nil {
+			err = werr
+		}
+	}
 	return err
+}
+
+// writeSummary writes the summary as indented JSON to path ("-" = stdout).
+func writeSummary(path string, s ue.Summary) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("summary: %w", err)
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = os.Stdout.Write(b)
+	} else {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("summary: %w", err)
+	}
+	return nil
 }
 
 // apply sets the configuration field of one flag that was given on the command line.

@@ -217,12 +217,23 @@ func (s *Stack) Run(ctx context.Context, node Runner) error {
 	return err
 }
 
+// DefaultMemoryLimitMiB is the nodes' default soft memory limit (--memory-limit-mib), sized from a measurement
+// (scripts/gc-heap.sh, docs/results/bench/gc-2026-12-01): one proxy hop of the lab (imslab bench relay, events
+// and trace on) holds about 0.6 MB of live heap per call/s it relays, the transactions of the last 32 s (52, 114
+// and 184 MB at 100, 200 and 300 calls/s), and the collector's goal is twice the live heap (GOGC 100). Under the
+// former 128 MiB default that relay collected 91 times in 69 s at 200 calls/s (18 % of its CPU) and spent 35 % of
+// its CPU collecting at 300 calls/s; with 1 GiB, 4-5 %. 1 GiB lets a node relay about 850 calls/s before the
+// limit binds (the BAC carries both legs of a call: ~425 calls/s), above what the lab reaches on the 2-core
+// machine. The limit is a ceiling, not a reservation: below it GOGC governs the heap, as without a limit.
+// docs/performance.md, "Memory limit".
+const DefaultMemoryLimitMiB = 1024
+
 // Main is the whole main function of a SIP network function: `<kind> --config <node.yaml>`, run until SIGINT or
 // SIGTERM. build wires the node on the stack. It returns the process exit code.
 func Main(kind topology.Kind, args []string, build func(ctx context.Context, s *Stack) (Runner, error)) int {
 	fs := flag.NewFlagSet(string(kind), flag.ContinueOnError)
 	path := fs.String("config", "", "node configuration file generated from the topology (required)")
-	memLimit := fs.Int64("memory-limit-mib", 128, "soft memory limit of the Go runtime in MiB (GOMEMLIMIT overrides)")
+	memLimit := fs.Int64("memory-limit-mib", DefaultMemoryLimitMiB, "soft memory limit of the Go runtime in MiB (GOMEMLIMIT overrides)")
 	pprofAddr := fs.String("pprof", "", "serve Go's net/http/pprof on this address (e.g. 127.0.0.1:6060) for profiling")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -243,9 +254,11 @@ func Main(kind topology.Kind, args []string, build func(ctx context.Context, s *
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if os.Getenv("GOMEMLIMIT") == "" {
-		// Ten-odd nodes share one machine. Most of a node's heap is sipgo transactions that live out their
-		// RFC 3261 timers (32 s over UDP); a soft limit makes the collector return that memory instead of
-		// letting each process keep its peak. GOMEMLIMIT overrides it.
+		// Ten-odd nodes share one machine; the soft limit bounds what one node under overload may take. It is
+		// sized from a measurement (DefaultMemoryLimitMiB), not to hold a node's heap down: most of a proxy's
+		// heap is sipgo transactions that live out their RFC 3261 timers (32 s over UDP), so its live heap
+		// grows with its call rate, and a limit below twice that makes the collector run without pause.
+		// GOMEMLIMIT overrides it.
 		debug.SetMemoryLimit(*memLimit << 20)
 	}
 	if *pprofAddr != "" {

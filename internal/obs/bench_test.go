@@ -38,3 +38,18 @@ func BenchmarkTraceJSONLine(b *testing.B) {
 			Src: "127.0.0.1:5060", Dst: "127.0.0.1:5061", Data: msg})
 	}
 }
+
+// BenchmarkRecorderEmit is the cost of one event line as the forwarder records it per client transaction
+// (sip_tx), written to a file.
+func BenchmarkRecorderEmit(b *testing.B) {
+	r, err := obs.OpenRecorder(filepath.Join(b.TempDir(), "events.jsonl"), "pcscf1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Emit("sip_tx", map[string]any{"method": "INVITE", "call_id": "a84b4c76e66710@pc33.ims.test",
+			"peer": "scscf1.ims.test", "addr": "127.0.0.1:5070", "status": 200, "latency_us": int64(1234)})
+	}
+}

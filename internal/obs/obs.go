@@ -108,11 +108,18 @@ func (r *Recorder) Emit(kind string, fields map[string]any) {
 	if r == nil {
 		return
 	}
-	b, err := json.Marshal(Event{Time: r.now(), Node: r.node, Kind: kind, Fields: fields})
+	bp := lineBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 64<<10 { // an outsized event's buffer is left to the collector
+			lineBufs.Put(bp)
+		}
+	}()
+	b, err := appendEvent((*bp)[:0], r.now(), r.node, kind, fields)
 	if err != nil {
 		return
 	}
 	b = append(b, '\n')
+	*bp = b
 	r.mu.Lock()
 	_, _ = r.w.Write(b)
 	r.mu.Unlock()

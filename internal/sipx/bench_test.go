@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/pool"
 	"github.com/imslab/quasipool/internal/sipx"
 )
@@ -43,7 +46,29 @@ func benchEndpoint(b *testing.B, host string, setup func(*sipx.Endpoint)) *sipx.
 // back. One op is one whole transaction: the client's send and response parse, the proxy's two parses, two sends
 // and its transactions, the peer's parse and answer — all in this process, so ns/op and allocs/op are an upper
 // bound of the per-hop cost (the client and the peer are counted too).
+//
+// Sub-benchmarks: "bare" records nothing (the framework's own cost); "node" records what a lab node records by
+// default, an event per finished client transaction (events.jsonl) and every datagram of the proxy in the
+// pcapng trace (0 = the nodes' default size bound), both in files of the benchmark's temporary directory.
 func BenchmarkProxyRelay(b *testing.B) {
+	b.Run("bare", func(b *testing.B) { benchProxyRelay(b, false) })
+	b.Run("node", func(b *testing.B) { benchProxyRelay(b, true) })
+}
+
+func benchProxyRelay(b *testing.B, record bool) {
+	var rec *obs.Recorder
+	var tracer *obs.Tracer
+	if record {
+		var err error
+		dir := b.TempDir()
+		if rec, err = obs.OpenRecorder(filepath.Join(dir, "events.jsonl"), "pcscf1"); err != nil {
+			b.Fatal(err)
+		}
+		if tracer, err = obs.OpenTracer(filepath.Join(dir, "trace", "pcscf1.pcapng"), "pcscf1", 0); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = tracer.Close(); _ = rec.Close() })
+	}
 	var answered atomic.Int64
 	sink := benchEndpoint(b, "scscf2.ims.test", func(ep *sipx.Endpoint) {
 		ep.Server.OnMessage(func(req *sip.Request, tx sip.ServerTransaction) {
@@ -55,7 +80,10 @@ func BenchmarkProxyRelay(b *testing.B) {
 		pool.Target{Name: "scscf2.ims.test", Addr: sink.Addr, Priority: 1, Weight: 10})
 	var px *sipx.Proxy
 	proxy := benchEndpoint(b, "pcscf1.ims.test", func(ep *sipx.Endpoint) {
-		px = sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1},
+		if tracer != nil {
+			ep.Trace(tracer)
+		}
+		px = sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Rec: rec, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1},
 			sipx.ForwarderConfig{}, "pcscf1.ims.test")
 		px.Serve(sipx.Handlers{Request: func(r *sipx.Request) {
 			px.Finish(r.Tx, r.Req, px.Fwd.Forward(r.Ctx, r.Tx, r.Out, sipx.SRVHop("scscf2.ims.test")))
@@ -103,6 +131,11 @@ func BenchmarkProxyRelay(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
+	defer func() {
+		// The process's CPU time per op: unlike ns/op (wall time), it does not grow when other work shares the core.
+		b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+	}()
 	var n atomic.Int64
 	b.SetParallelism(8) // several transactions in flight, as in a loaded lab
 	b.RunParallel(func(pb *testing.PB) {
@@ -113,4 +146,13 @@ func BenchmarkProxyRelay(b *testing.B) {
 			}
 		}
 	})
+}
+
+// processCPU is the user + system CPU time of this process (all threads) so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

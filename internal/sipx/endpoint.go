@@ -53,6 +53,8 @@ type Endpoint struct {
 
 	conn      *tracingConn
 	laddr     sip.Addr
+	viaHost   string // laddr.IP as text, for Via
+	addrHost  string // the host part of Addr
 	log       *slog.Logger
 	listening chan struct{}
 }
@@ -86,7 +88,8 @@ func NewEndpoint(host, listen string, log *slog.Logger) (*Endpoint, error) {
 	}
 	return &Endpoint{
 		Host: host, Addr: addr.String(), UA: ua, Server: srv, Client: cli, conn: conn, log: log, listening: make(chan struct{}),
-		laddr: sip.Addr{IP: addr.IP, Port: addr.Port, Hostname: addr.IP.String()},
+		laddr: sip.Addr{IP: addr.IP, Port: addr.Port, Hostname: addr.IP.String()}, viaHost: addr.IP.String(),
+		addrHost: addr.IP.String(),
 	}, nil
 }
 
@@ -175,9 +178,17 @@ func (e *Endpoint) Port() int { return e.laddr.Port }
 
 // Via builds this node's Via header with a new branch.
 func (e *Endpoint) Via() *sip.ViaHeader {
-	v := &sip.ViaHeader{ProtocolName: "SIP", ProtocolVersion: "2.0", Transport: "UDP", Host: e.laddr.IP.String(), Port: e.laddr.Port}
+	v := &sip.ViaHeader{ProtocolName: "SIP", ProtocolVersion: "2.0", Transport: "UDP", Host: e.viaHost, Port: e.laddr.Port}
 	v.Params.Add("branch", sip.GenerateBranchN(16))
 	return v
+}
+
+// isOwnAddr reports HostPort(host, port) == e.Addr without formatting it (the loop check runs per request).
+func (e *Endpoint) isOwnAddr(host string, port int) bool {
+	if port == 0 {
+		return host == e.Addr
+	}
+	return port == e.laddr.Port && host == e.addrHost
 }
 
 // HostPort formats host and port for logs and URIs.

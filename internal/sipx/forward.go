@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
@@ -86,22 +85,46 @@ func NewForwarder(ep *Endpoint, res pool.Resolver, health *pool.Health, cfg Forw
 // in which concurrent requests reach the node (a user's first REGISTER lands on the same member in every run
 // with the same seed, whatever the other phones do).
 func (f *Forwarder) requestRand(req *sip.Request) *rand.Rand {
-	h := fnv.New64a()
+	k := requestKey(req)
+	return rand.New(rand.NewPCG(f.seed^k, k^0x9e3779b97f4a7c15))
+}
+
+// requestKey is the FNV-1a hash (64 bit) of a request's From user, 0, To user, 0, method, 0 and CSeq number in
+// decimal (a missing From, To or CSeq leaves out its part and the separator after or before it).
+func requestKey(req *sip.Request) uint64 {
+	// FNV-1a (64 bit) over the same bytes as before, written out so that it allocates nothing.
+	h := fnvOffset64
 	if from := req.From(); from != nil {
-		h.Write([]byte(from.Address.User))
-		h.Write([]byte{0})
+		h = fnvString(h, from.Address.User)
+		h = fnvByte(h, 0)
 	}
 	if to := req.To(); to != nil {
-		h.Write([]byte(to.Address.User))
-		h.Write([]byte{0})
+		h = fnvString(h, to.Address.User)
+		h = fnvByte(h, 0)
 	}
-	h.Write([]byte(req.Method))
+	h = fnvString(h, string(req.Method))
 	if cs := req.CSeq(); cs != nil {
-		h.Write([]byte{0})
-		h.Write([]byte(strconv.FormatUint(uint64(cs.SeqNo), 10)))
+		h = fnvByte(h, 0)
+		var num [20]byte
+		for _, c := range strconv.AppendUint(num[:0], uint64(cs.SeqNo), 10) {
+			h = fnvByte(h, c)
+		}
 	}
-	k := h.Sum64()
-	return rand.New(rand.NewPCG(f.seed^k, k^0x9e3779b97f4a7c15))
+	return h
+}
+
+const (
+	fnvOffset64 uint64 = 14695981039346656037
+	fnvPrime64  uint64 = 1099511628211
+)
+
+func fnvByte(h uint64, c byte) uint64 { return (h ^ uint64(c)) * fnvPrime64 }
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = fnvByte(h, s[i])
+	}
+	return h
 }
 
 // Outcome is what a forward produced.
@@ -232,17 +255,13 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 	for k := range o.exclude {
 		tried[k] = true
 	}
-	base := req.Clone()
-	if mf := base.MaxForwards(); mf != nil {
-		mf.Dec()
-	} else {
-		mf := sip.MaxForwardsHeader(70)
-		base.AppendHeader(&mf)
-	}
+	// req is read, never changed: each attempt forwards its own copy (attempt), Max-Forwards decremented there.
+	base := req
 
-	cancelled := make(chan struct{})
-	var cancelOnce sync.Once
+	var cancelled chan struct{} // only an INVITE can be cancelled; a nil channel never fires
 	if stx != nil && req.IsInvite() {
+		cancelled = make(chan struct{})
+		var cancelOnce sync.Once
 		stx.OnCancel(func(*sip.Request) { cancelOnce.Do(func() { close(cancelled) }) })
 	}
 
@@ -302,6 +321,12 @@ func failureReason(err error) string {
 func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base *sip.Request, t pool.Target,
 	o *forwardOpts, cancelled <-chan struct{}) (final *sip.Response, relayed, wasCancelled bool, err error) {
 	out := base.Clone()
+	if mf := out.MaxForwards(); mf != nil {
+		mf.Dec()
+	} else {
+		mf := sip.MaxForwardsHeader(70)
+		out.AppendHeader(&mf)
+	}
 	out.PrependHeader(f.ep.Via())
 	f.ep.Bind(out)
 	out.SetDestination(t.Addr)
@@ -464,6 +489,9 @@ func (f *Forwarder) Relay(stx sip.ServerTransaction, req *sip.Request, res *sip.
 }
 
 func (f *Forwarder) record(out *sip.Request, t pool.Target, status int, start time.Time, failure string) {
+	if f.rec == nil {
+		return
+	}
 	fields := map[string]any{
 		"method": string(out.Method), "call_id": callID(out), "peer": t.Name, "addr": t.Addr,
 		"status": status, "latency_us": time.Since(start).Microseconds(),

@@ -199,7 +199,7 @@ func (p *Proxy) CheckLoop(stx sip.ServerTransaction, req *sip.Request) bool {
 	}
 	mine := 0
 	for _, h := range req.GetHeaders("Via") {
-		if v, ok := h.(*sip.ViaHeader); ok && HostPort(v.Host, v.Port) == p.EP.Addr {
+		if v, ok := h.(*sip.ViaHeader); ok && p.EP.isOwnAddr(v.Host, v.Port) {
 			mine++
 		}
 	}

@@ -131,7 +131,10 @@ func phoneRand(seed int64, n int, stream uint64) *rand.Rand {
 func (u *UE) modelCalls(ctx context.Context, p *Phone, callees []*Phone) {
 	m := u.cfg.Model
 	rng := phoneRand(u.seed, p.n, 1)
-	t := time.NewTimer(m.NextGap(rng))
+	// An absolute schedule, as generateCalls: the next attempt is due a gap after the previous one was due, not
+	// after the timer fired, so a late tick does not shift every later call.
+	next := time.Now().Add(m.NextGap(rng))
+	t := time.NewTimer(time.Until(next))
 	defer t.Stop()
 	for {
 		select {
@@ -139,7 +142,8 @@ func (u *UE) modelCalls(ctx context.Context, p *Phone, callees []*Phone) {
 			return
 		case <-t.C:
 		}
-		t.Reset(m.NextGap(rng))
+		next = next.Add(m.NextGap(rng))
+		t.Reset(time.Until(next))
 		var callee *Phone
 		for range 8 {
 			if c := callees[rng.IntN(len(callees))]; c != p {

@@ -67,6 +67,12 @@ type UE struct {
 	bg       sync.WaitGroup
 
 	stats stats
+	gen   generator // the call generator's run time (Config.CallRate)
+	clock cpuClock  // set when Run starts: the process's CPU share
+	// end is the summary's time base once Run has returned (the CPU share and rates stop there).
+	endMu  sync.Mutex
+	endCPU time.Duration
+	endAt  time.Duration
 }
 
 type stats struct {
@@ -79,6 +85,8 @@ type stats struct {
 	probesOK, probesFailed   atomic.Int64 // reachability probe calls (either direction)
 	callsHeld                atomic.Int64 // calls not sent: the phone was backing off (503 Retry-After)
 	retryAfters              atomic.Int64 // 503 answers with Retry-After the phones honoured
+	callsOffered             atomic.Int64 // arrivals of the call generator that came due (Config.CallRate)
+	callsPlaced              atomic.Int64 // … that were placed (the rest are skipped)
 }
 
 // Summary counts what happened so far.
@@ -99,6 +107,17 @@ type Summary struct {
 	Deregistered   int64 `json:"deregistered"`
 	ProbesOK       int64 `json:"probes_ok"`     // reachability probe calls answered
 	ProbesFailed   int64 `json:"probes_failed"` // … and that failed
+
+	// The call generator (Config.CallRate) and the process's own cost, so a run can tell a load generator that
+	// could not keep up from a lab that could not.
+	CallRateAsked    float64 `json:"call_rate_asked"`   // Config.CallRate, calls per second
+	CallsOffered     int64   `json:"calls_offered"`     // arrivals of the Poisson schedule that came due
+	CallsPlaced      int64   `json:"calls_placed"`      // … that were placed (offered − skipped by the generator)
+	GeneratorSeconds float64 `json:"generator_seconds"` // how long the generator ran
+	CallRatePlaced   float64 `json:"call_rate_placed"`  // calls placed / generator seconds
+	CPUSeconds       float64 `json:"cpu_seconds"`       // user + system CPU of the whole process since Run began
+	WallSeconds      float64 `json:"wall_seconds"`      // wall time since Run began
+	CPUShare         float64 `json:"cpu_share"`         // CPUSeconds / WallSeconds (1 = one core busy)
 }
 
 // Option configures optional collaborators of a UE.
@@ -232,6 +251,22 @@ func (u *UE) Summary() Summary {
 			s.Registered++
 		}
 	}
+	s.CallRateAsked = u.cfg.CallRate
+	s.CallsOffered, s.CallsPlaced = u.stats.callsOffered.Load(), u.stats.callsPlaced.Load()
+	if g := u.gen.elapsed(); g > 0 {
+		s.GeneratorSeconds = g.Seconds()
+		s.CallRatePlaced = float64(s.CallsPlaced) / g.Seconds()
+	}
+	u.endMu.Lock()
+	cpu, wall := u.clock.since()
+	if u.endAt > 0 {
+		cpu, wall = u.endCPU, u.endAt
+	}
+	u.endMu.Unlock()
+	s.CPUSeconds, s.WallSeconds = cpu.Seconds(), wall.Seconds()
+	if wall > 0 {
+		s.CPUShare = cpu.Seconds() / wall.Seconds()
+	}
 	return s
 }
 
@@ -240,6 +275,14 @@ func (u *UE) Summary() Summary {
 // and returns nil after a clean shutdown. Run is called once per UE.
 func (u *UE) Run(ctx context.Context) (err error) {
 	defer close(u.done)
+	u.endMu.Lock()
+	u.clock = startCPUClock()
+	u.endMu.Unlock()
+	defer func() {
+		u.endMu.Lock()
+		u.endCPU, u.endAt = u.clock.since()
+		u.endMu.Unlock()
+	}()
 	if u.cfg.Timers.T1 > 0 {
 		// Process-wide: every sipgo stack of this process gets these timers.
 		sip.SetTimers(u.cfg.Timers.T1, 8*u.cfg.Timers.T1, 10*u.cfg.Timers.T1)
