@@ -21,6 +21,8 @@ import (
 const (
 	FileJSON     = "study.json"
 	FileMarkdown = "study.md"
+	// FileResults is the fragment of docs/results.md made from study.json alone (Results).
+	FileResults = "results.md"
 	// FileRun is written into each run directory before the run: what the study asked for (experiment, variant,
 	// repetition, seed and a fingerprint of the scenario as run), so a resumed study can tell its own finished
 	// runs from a directory that holds something else.
@@ -37,6 +39,9 @@ const (
 // ErrRunsFailed is returned (wrapped) by Execute when some runs could not be carried out.
 var ErrRunsFailed = errors.New("some runs could not be carried out")
 
+// ErrPending is returned (wrapped) by Execute with ResultsOnly when some runs of the plan are not done.
+var ErrPending = errors.New("some runs are not done")
+
 // Config configures Execute.
 type Config struct {
 	Plan *Plan
@@ -50,6 +55,10 @@ type Config struct {
 	Out io.Writer
 	// Provenance is recorded in the outputs; Execute sets its start and end times and seeds.
 	Provenance Provenance
+	// ResultsOnly runs nothing: the outputs (study.json, study.md, results.md, figures) are made from the runs
+	// found done, the others are reported pending (ErrPending) and their directories left as they are. Run
+	// may be nil.
+	ResultsOnly bool
 }
 
 // runRecord is study-run.json.
@@ -174,7 +183,7 @@ type RunResult struct {
 // study. A run that fails is recorded and the next one runs (ErrRunsFailed at the end); a rerun of the study
 // retries it.
 func Execute(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Plan == nil || cfg.Run == nil || cfg.OutDir == "" {
+	if cfg.Plan == nil || cfg.Run == nil && !cfg.ResultsOnly || cfg.OutDir == "" {
 		return nil, errors.New("study: plan, runner and out dir are required")
 	}
 	out := cfg.Out
@@ -205,7 +214,7 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("study: %w", err)
 	}
 	results := make([]RunResult, 0, len(cfg.Plan.Runs))
-	failed := 0
+	failed, pending := 0, 0
 	for i, r := range cfg.Plan.Runs {
 		if err := ctx.Err(); err != nil {
 			return write(cfg, prov, results, fmt.Errorf("study: %w", err))
@@ -224,8 +233,23 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 				fmt.Fprintf(out, "== [%d/%d] %s: skipped, done (%s)\n", i+1, len(cfg.Plan.Runs), label, dir)
 				continue
 			}
+			if cfg.ResultsOnly {
+				fmt.Fprintf(out, "== [%d/%d] %s: %v; pending\n", i+1, len(cfg.Plan.Runs), label, err)
+				pending++
+				continue
+			}
 			fmt.Fprintf(out, "== [%d/%d] %s: %v; running it again\n", i+1, len(cfg.Plan.Runs), label, err)
 			states[i] = statePartial
+		}
+		if cfg.ResultsOnly {
+			what := "not run yet"
+			if states[i] == statePartial {
+				what = "unfinished"
+			}
+			fmt.Fprintf(out, "== [%d/%d] %s: %s, pending (results only: nothing is run)\n", i+1, len(cfg.Plan.Runs),
+				label, what)
+			pending++
+			continue
 		}
 		if states[i] == statePartial {
 			fmt.Fprintf(out, "== [%d/%d] %s: %s holds an unfinished run of it: removed, running it again\n",
@@ -269,8 +293,11 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	var err error
-	if failed > 0 {
+	switch {
+	case failed > 0:
 		err = fmt.Errorf("study: %d of %d runs: %w", failed, len(cfg.Plan.Runs), ErrRunsFailed)
+	case pending > 0:
+		err = fmt.Errorf("study: %d of %d runs: %w", pending, len(cfg.Plan.Runs), ErrPending)
 	}
 	return write(cfg, prov, results, err)
 }
@@ -294,6 +321,9 @@ func write(cfg Config, prov Provenance, results []RunResult, runErr error) (*Res
 	if err != nil {
 		return nil, errors.Join(runErr, err)
 	}
+	if err := WriteFigures(cfg.OutDir, res, results); err != nil {
+		return res, errors.Join(runErr, err)
+	}
 	if err := WriteOutputs(cfg.OutDir, res); err != nil {
 		return res, errors.Join(runErr, err)
 	}
@@ -305,7 +335,7 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.Is(err, ErrRunsFailed):
+	case errors.Is(err, ErrRunsFailed), errors.Is(err, ErrPending):
 		return ExitRuns
 	}
 	return ExitError
