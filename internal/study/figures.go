@@ -2,6 +2,7 @@ package study
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"image/color"
 	"math"
@@ -121,6 +122,9 @@ func restoreTimes(s *report.Summary) (userTimes, string) {
 		for range left - next {
 			u.t, u.restored = append(u.t, at), append(u.restored, false)
 		}
+	}
+	if len(u.t) != sv.Service.N {
+		return userTimes{}, srcNone // a curve without its points
 	}
 	return u, srcCurve
 }
@@ -471,8 +475,8 @@ func ecdfFigure(er *ExperimentResult, data []*schemeData, _ uint64) (*plot.Plot,
 				l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 			}
 			p.Add(l)
-			p.Legend.Add(fmt.Sprintf("%s %s: n = %d users of %d affected, %d runs", d.name, dir.name, len(v), d.affected,
-				d.nRuns), l)
+			p.Legend.Add(fmt.Sprintf("%s %s: n = %d runs, %d of %d affected users", d.name, dir.name, d.nRuns, len(v),
+				d.affected), l)
 		}
 	}
 	caption := "Per affected user, the time from the fault until its first successful call in that direction was " +
@@ -554,4 +558,22 @@ func kpiFigure(er *ExperimentResult, data []*schemeData, name string) (*plot.Plo
 		"run); bars: its 95 %% percentile-bootstrap CI over runs (study.json mean_ci95).", name, unit, per, doc)
 	return p, Figure{Kind: "kpi", KPI: name, SVG: er.Name + "-" + strings.ReplaceAll(name, "_", "-"),
 		Title: name + " per scheme", Caption: caption}, nil
+}
+
+// readFigures returns the figures study.json lists, by experiment (those of the previous invocation, while a
+// study runs).
+func readFigures(dir string) (map[string][]Figure, error) {
+	b, err := os.ReadFile(filepath.Join(dir, FileJSON))
+	if err != nil {
+		return nil, err
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	out := map[string][]Figure{}
+	for _, e := range r.Experiments {
+		out[e.Name] = e.Figures
+	}
+	return out, nil
 }

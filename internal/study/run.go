@@ -59,6 +59,8 @@ type Config struct {
 	// found done, the others are reported pending (ErrPending) and their directories left as they are. Run
 	// may be nil.
 	ResultsOnly bool
+	// NoFigures leaves the figures out (callers that need only the tables; drawing takes about half a second).
+	NoFigures bool
 }
 
 // runRecord is study-run.json.
@@ -288,7 +290,7 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 		} else {
 			fmt.Fprintf(out, "== %s done in %s: %d affected users\n", label, rr.Elapsed.Round(time.Second), s.AffectedUsers)
 		}
-		if _, err := write(cfg, prov, results, nil); err != nil {
+		if _, err := writeProgress(cfg, prov, results); err != nil {
 			return nil, err
 		}
 	}
@@ -313,15 +315,37 @@ func writeRecord(dir string, rec runRecord) error {
 	return nil
 }
 
-// write aggregates the results so far and writes study.json and study.md; runErr is returned unless writing fails.
+// writeProgress rewrites study.json, study.md and results.md after a run, without the figures: drawing them
+// (a bootstrap of every restoration curve, PNG encoding) is left to the end of the invocation (write).
+func writeProgress(cfg Config, prov Provenance, results []RunResult) (*Result, error) {
+	return writeOutputs(cfg, prov, results, nil, false)
+}
+
+// write aggregates the results so far and writes study.json, study.md, results.md and the figures; runErr is
+// returned unless writing fails. Execute calls it when it returns (done, failed runs or interrupted).
 func write(cfg Config, prov Provenance, results []RunResult, runErr error) (*Result, error) {
+	return writeOutputs(cfg, prov, results, runErr, true)
+}
+
+func writeOutputs(cfg Config, prov Provenance, results []RunResult, runErr error, figures bool) (*Result, error) {
 	prov.Finished = time.Now().UTC()
 	prov.addRuns(results)
 	res, err := Aggregate(cfg.Plan, cfg.File, prov, results)
 	if err != nil {
 		return nil, errors.Join(runErr, err)
 	}
-	if err := WriteFigures(cfg.OutDir, res, results); err != nil {
+	if !figures {
+		// The figures of the last invocation stay listed (they are redrawn when this one ends).
+		if prev, err := readFigures(cfg.OutDir); err == nil {
+			for i := range res.Experiments {
+				res.Experiments[i].Figures = prev[res.Experiments[i].Name]
+			}
+		}
+	} else if cfg.NoFigures {
+		for i := range res.Experiments {
+			res.Experiments[i].Figures = nil
+		}
+	} else if err := WriteFigures(cfg.OutDir, res, results); err != nil {
 		return res, errors.Join(runErr, err)
 	}
 	if err := WriteOutputs(cfg.OutDir, res); err != nil {
