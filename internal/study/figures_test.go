@@ -100,10 +100,13 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		f   *fakeRunner
 		log *bytes.Buffer
 		p   *study.Plan
+		// noFigures: invocations that need no figures skip drawing (slow under the race detector).
+		noFigures bool
 	)
 	BeforeEach(func() {
 		out = GinkgoT().TempDir()
 		log = &bytes.Buffer{}
+		noFigures = false
 		// p/quasi-pool rep 2 has no per-user restoration times in its summary: the curve's points stand in.
 		f = &fakeRunner{sum: func(sc *scenario.Scenario, seed int64, dir string) *report.Summary {
 			s := richSummary(sc, seed, dir)
@@ -116,7 +119,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 	})
 	execute := func(resultsOnly bool) (*study.Result, error) {
 		cfg := study.Config{Plan: p, File: "s.yaml", OutDir: out, Run: f.run, Out: log, ResultsOnly: resultsOnly,
-			Provenance: study.Collect("", []string{"imslab", "study", "s.yaml"})}
+			NoFigures: noFigures, Provenance: study.Collect("", []string{"imslab", "study", "s.yaml"})}
 		if resultsOnly {
 			cfg.Run = nil
 		}
@@ -223,6 +226,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 	})
 
 	It("--results-only rewrites the outputs from the finished runs, runs nothing and reports the pending ones", func() {
+		noFigures = true // drawing under the race detector is slow: only the results-only invocations draw
 		_, err := execute(false)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(os.Remove(filepath.Join(out, "s", "as-is", "rep2", "expectations.json"))).To(Succeed())
@@ -230,7 +234,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		Expect(os.RemoveAll(filepath.Join(out, study.DirFigures))).To(Succeed())
 		f.calls = nil
 		log.Reset()
-
+		noFigures = false
 		res, err := execute(true)
 		Expect(err).To(MatchError(study.ErrPending))
 		Expect(err).To(MatchError(ContainSubstring("2 of 8 runs")))
@@ -252,6 +256,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		Expect(string(rmd)).To(ContainSubstring("(1 pending, 0 failed)"))
 
 		// Once the missing runs are done, results only succeeds.
+		noFigures = true
 		_, err = execute(false)
 		Expect(err).NotTo(HaveOccurred())
 		f.calls = nil
