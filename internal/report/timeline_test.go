@@ -77,10 +77,6 @@ var _ = Describe("Timeline around the fault", Label("unit"), func() {
 		s, err := report.Build(dir)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(s.Files).To(ContainElements("plots/timeline.svg", "plots/timeline.png"))
-		if keep := os.Getenv("H3_KEEP"); keep != "" {
-			b, _ := os.ReadFile(filepath.Join(dir, "plots", "timeline.png"))
-			_ = os.WriteFile(keep, b, 0o644)
-		}
 		b, err := os.ReadFile(filepath.Join(dir, "plots", "timeline.svg"))
 		Expect(err).NotTo(HaveOccurred())
 		var text strings.Builder

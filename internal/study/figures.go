@@ -25,7 +25,7 @@ import (
 // DirFigures holds the study's figures, in <out>/.
 const DirFigures = "figures"
 
-// Figure is one figure of an experiment, as an SVG (fonts embedded) and a PNG of the same drawing.
+// Figure is one figure of an experiment, as an SVG and a PNG of the same drawing.
 type Figure struct {
 	// Kind is "restore" (restoration curves), "interruption_ecdf" or "kpi" (one KPI across the schemes).
 	Kind string `json:"kind"`
@@ -224,12 +224,13 @@ func WriteFigures(dir string, r *Result, results []RunResult) error {
 func save(p *plot.Plot, dir string, fig *Figure) error {
 	base := filepath.Join(DirFigures, fig.SVG)
 	fig.SVG, fig.PNG = base+".svg", base+".png"
-	sc := vgsvg.NewWith(vgsvg.UseWH(figW, figH), vgsvg.EmbedFonts(true))
+	sc := vgsvg.New(figW, figH)
 	p.Draw(draw.New(sc))
 	var sb bytes.Buffer
 	if _, err := sc.WriteTo(&sb); err != nil {
 		return fmt.Errorf("study: figure %s: %w", fig.SVG, err)
 	}
+	svg := svgFontFallback(sb.Bytes())
 	ic := vgimg.NewWith(vgimg.UseWH(figW, figH), vgimg.UseDPI(figDPI))
 	p.Draw(draw.New(ic))
 	var pb bytes.Buffer
@@ -239,12 +240,20 @@ func save(p *plot.Plot, dir string, fig *Figure) error {
 	for _, f := range []struct {
 		name string
 		b    []byte
-	}{{fig.SVG, sb.Bytes()}, {fig.PNG, pb.Bytes()}} {
+	}{{fig.SVG, svg}, {fig.PNG, pb.Bytes()}} {
 		if err := os.WriteFile(filepath.Join(dir, f.name), f.b, 0o644); err != nil {
 			return fmt.Errorf("study: figure: %w", err)
 		}
 	}
 	return nil
+}
+
+// svgFontFallback adds generic fallbacks to the font-family gonum/plot writes (the Liberation fonts it ships and
+// draws the PNG with): a viewer without them uses a metric-compatible or generic serif face instead of its default.
+// The fonts are not embedded (that would add about 0.5 MB to every SVG).
+func svgFontFallback(svg []byte) []byte {
+	return bytes.ReplaceAll(svg, []byte("font-family:Liberation Serif;"),
+		[]byte("font-family:Liberation Serif,Times New Roman,Times,serif;"))
 }
 
 func newPlot(title, x, y string) *plot.Plot {
@@ -305,8 +314,9 @@ func restoreFigure(er *ExperimentResult, data []*schemeData, seed uint64) (*plot
 	p := newPlot(fmt.Sprintf("%s: affected users restored vs time since the fault (pooled Kaplan–Meier)", er.Name),
 		"time since the fault (s)", "share of affected users restored (MT and MO)")
 	p.X.Min, p.X.Max = 0, end
-	p.Y.Min, p.Y.Max = 0, 1.02
-	p.Legend.Top, p.Legend.Left = false, false
+	p.Y.Min, p.Y.Max = 0, legendRoom(len(cs)+1)
+	p.Y.Tick.Marker = shareTicks
+	p.Legend.Top, p.Legend.Left = true, false
 	grid := make([]float64, bandGrid)
 	for i := range grid {
 		grid[i] = end * float64(i) / float64(bandGrid-1)
@@ -362,7 +372,7 @@ func restoreFigure(er *ExperimentResult, data []*schemeData, seed uint64) (*plot
 		}
 	}
 	if meanBound > 0 {
-		b, err := plotter.NewLine(plotter.XYs{{X: meanBound, Y: 0}, {X: meanBound, Y: 1.02}})
+		b, err := plotter.NewLine(plotter.XYs{{X: meanBound, Y: 0}, {X: meanBound, Y: 1}})
 		if err != nil {
 			return nil, Figure{}, fmt.Errorf("study: figure: %w", err)
 		}
@@ -439,8 +449,13 @@ func ecdfFigure(er *ExperimentResult, data []*schemeData, _ uint64) (*plot.Plot,
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.X.Min, p.X.Max = lo/1.25, hi*1.25
-	p.Y.Min, p.Y.Max = 0, 1.02
-	p.Legend.Top, p.Legend.Left = false, true
+	entries := 0
+	for _, d := range data {
+		entries += min(len(d.mo), 1) + min(len(d.mt), 1)
+	}
+	p.Y.Min, p.Y.Max = 0, legendRoom(entries)
+	p.Y.Tick.Marker = shareTicks
+	p.Legend.Top, p.Legend.Left = true, true
 	dropped := 0
 	for _, d := range data {
 		for _, dir := range []struct {
@@ -490,6 +505,13 @@ func ecdfFigure(er *ExperimentResult, data []*schemeData, _ uint64) (*plot.Plot,
 	return p, Figure{Kind: "interruption_ecdf", SVG: er.Name + "-interruption-ecdf", Title: "Interruption (ECDF)",
 		Caption: caption}, nil
 }
+
+// shareTicks label a share axis from 0 to 1 (the axis goes higher to leave the legend room above the data).
+var shareTicks = plot.ConstantTicks{{Value: 0, Label: "0"}, {Value: 0.25, Label: "0.25"}, {Value: 0.5, Label: "0.5"},
+	{Value: 0.75, Label: "0.75"}, {Value: 1, Label: "1"}}
+
+// legendRoom is the top of a share axis with room above 1 for a legend of n entries.
+func legendRoom(n int) float64 { return 1.04 + 0.065*float64(n) }
 
 // errPoints are dots with asymmetric error bars.
 type errPoints struct {
