@@ -42,7 +42,7 @@ type timelineSeries struct {
 // timeline is what plots/timeline.svg draws, in bins of timelineBinS from FromS.
 type timeline struct {
 	fromS, toS float64
-	members    []timelineSeries // requests routed to each P-/S-CSCF member (sip_tx events, all senders)
+	members    []timelineSeries // requests routed to each P-/S-CSCF member (sip_tx events, all senders, by sending time)
 	cx         []timelineSeries // the HSS's Cx answers: total and per command
 	calls      []timelineSeries // calls answered / failed (users' traffic; probes apart), by start
 	detections []detection      // peer_state down events for a faulted node
@@ -101,7 +101,11 @@ func (a *analysis) buildTimeline(r *run) *timeline {
 	cx := map[string][]float64{}
 	total := make([]float64, n)
 	for _, e := range r.events {
-		i := bin(e.TNs)
+		t := e.TNs
+		if e.Kind == "sip_tx" {
+			t -= e.LatencyUs * 1000 // recorded when the transaction ended: placed when the request was sent
+		}
+		i := bin(t)
 		if i < 0 {
 			continue
 		}

@@ -30,6 +30,9 @@ var _ = Describe("Timeline around the fault", Label("unit"), func() {
 		for t := 5.0; t < 20; t += 0.5 {
 			r.event("bac", "sip_tx", t, map[string]any{"method": "INVITE", "peer": "pcscf1.ims.test", "status": 200})
 		}
+		// A request sent to pcscf1 just after the kill times out 2 s later: it counts when it was sent (20 s).
+		r.event("bac", "sip_tx", 22.25, map[string]any{"method": "INVITE", "peer": "pcscf1.ims.test", "status": 0,
+			"failure": "timeout", "latency_us": 2_000_000})
 		for t := 20.1; t < 30; t += 1.0 / 3 {
 			r.event("bac", "sip_tx", t, map[string]any{"method": "INVITE", "peer": "pcscf2.ims.test", "status": 200})
 		}
@@ -60,7 +63,8 @@ var _ = Describe("Timeline around the fault", Label("unit"), func() {
 		Expect(se).NotTo(HaveKey("icscf"), "only the pools' members")
 		Expect(se["pcscf1"]).To(HaveLen(40))
 		Expect(se["pcscf1"][:10]).To(HaveEach(2.0), "10–20 s: 2 requests/s")
-		Expect(se["pcscf1"][10:]).To(HaveEach(0.0))
+		Expect(se["pcscf1"][10]).To(Equal(1.0), "the request that timed out, at its sending time")
+		Expect(se["pcscf1"][11:]).To(HaveEach(0.0))
 		Expect(se["pcscf2"][0]).To(Equal(0.0))
 		Expect(se["pcscf2"][10] + se["pcscf2"][11] + se["pcscf2"][12]).To(BeNumerically("~", 9, 1))
 		Expect(se["scscf1"][5]).To(Equal(1.0))
