@@ -43,6 +43,8 @@ type ExperimentResult struct {
 	Variants     []VariantResult `json:"variants"`
 	// Figures are the experiment's figures under <out>/figures/ (WriteFigures).
 	Figures []Figure `json:"figures,omitempty"`
+	// FigureNotes say why a figure is missing.
+	FigureNotes []string `json:"figure_notes,omitempty"`
 }
 
 // VariantResult is one scheme of an experiment over its runs.

@@ -44,8 +44,8 @@ func richSummary(sc *scenario.Scenario, seed int64, _ string) *report.Summary {
 			u.Censored = true
 			t, ev = append(t, 40), append(ev, false)
 		} else {
-			r := mt
-			u.RestoreS = &r
+			r, m, o := mt, mt, mo
+			u.RestoreS, u.MTRestoreS, u.MORestoreS = &r, &m, &o
 			t, ev = append(t, r), append(ev, true)
 		}
 		s.Users = append(s.Users, u)
@@ -61,7 +61,7 @@ func withoutUserTimes(s *report.Summary) *report.Summary {
 	c := *s
 	c.Users = nil
 	for _, u := range s.Users {
-		u.Probed, u.Censored, u.RestoreS = false, false, nil
+		u.Probed, u.Censored, u.RestoreS, u.MTRestoreS, u.MORestoreS = false, false, nil, nil, nil
 		c.Users = append(c.Users, u)
 	}
 	return &c
@@ -164,11 +164,17 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 				Expect(img.Bounds().Dx()).To(Equal(1050), "7 in at 150 dpi")
 				for _, v := range e.Variants {
 					Expect(text).To(ContainSubstring(v.Variant), fig.SVG)
-					Expect(text).To(MatchRegexp(`n = %d (runs|users)`, v.Runs), "n in the legend of "+fig.SVG)
+					n := v.Runs
+					if fig.Kind == "restore_ecdf" && e.Name == "p" && v.Variant == "quasi-pool" {
+						n-- // the run without per-user times is not in this one
+					}
+					Expect(text).To(MatchRegexp(`n = %d (runs|users)`, n), "n in the legend of "+fig.SVG)
 				}
 			}
 			Expect(kinds).To(HaveKey("restore"))
 			Expect(kinds).To(HaveKey("interruption_ecdf"))
+			Expect(kinds).To(HaveKey("restore_ecdf"))
+			Expect(e.FigureNotes).To(BeEmpty())
 			for _, k := range []string{"affected_users", "time_to_detect_s", "restored_at_bound"} {
 				Expect(kinds).To(HaveKey("kpi"+k), e.Name)
 			}
@@ -186,6 +192,10 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		Expect(res.Experiments[1].Figures[0].Caption).To(ContainSubstring("from each run's summary.json"))
 		ecdf := svgText(filepath.Join(out, e.Figures[1].SVG))
 		Expect(ecdf).To(ContainSubstring(fmt.Sprintf("quasi-pool MT: n = 3 runs, %d of %d affected users", qpUsers, qpUsers)))
+		Expect(e.Figures[2].Kind).To(Equal("restore_ecdf"))
+		recdf := svgText(filepath.Join(out, e.Figures[2].SVG))
+		Expect(recdf).To(ContainSubstring("load-sharing+ignore-504 MT: n = 3 runs, 3 of %d probed users restored", lsUsers),
+			"one user restored per run, the others never")
 
 		md, err := os.ReadFile(filepath.Join(out, study.FileMarkdown))
 		Expect(err).NotTo(HaveOccurred())
@@ -284,6 +294,10 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		for _, fig := range res.Experiments[1].Figures {
 			Expect(fig.Kind).NotTo(Equal("restore"), "the s runs have no restoration times")
 		}
+		Expect(res.Experiments[1].FigureNotes).To(ContainElement(HavePrefix("No restoration curves")))
+		md, err := os.ReadFile(filepath.Join(out, study.FileMarkdown))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(ContainSubstring("No restoration curves: the runs have no reachability probes"))
 		Expect(stats.Resamples).To(BeNumerically(">=", 1000))
 	})
 })

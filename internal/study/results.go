@@ -20,12 +20,15 @@ var resultsKPIs = []struct{ name, head string }{
 
 // figuresMarkdown lists an experiment's figures (links relative to the study's out directory).
 func figuresMarkdown(b *bytes.Buffer, e ExperimentResult) {
-	if len(e.Figures) == 0 {
+	if len(e.Figures)+len(e.FigureNotes) == 0 {
 		return
 	}
 	fmt.Fprintf(b, "### Figures of %s\n\n", e.Name)
 	for _, f := range e.Figures {
 		fmt.Fprintf(b, "![%s](%s)\n\n**%s** ([SVG](%s), [PNG](%s)). %s\n\n", f.Title, f.SVG, f.Title, f.SVG, f.PNG, f.Caption)
+	}
+	for _, n := range e.FigureNotes {
+		fmt.Fprintf(b, "%s\n\n", n)
 	}
 }
 

@@ -338,12 +338,13 @@ func writeOutputs(cfg Config, prov Provenance, results []RunResult, runErr error
 		// The figures of the last invocation stay listed (they are redrawn when this one ends).
 		if prev, err := readFigures(cfg.OutDir); err == nil {
 			for i := range res.Experiments {
-				res.Experiments[i].Figures = prev[res.Experiments[i].Name]
+				pe := prev[res.Experiments[i].Name]
+				res.Experiments[i].Figures, res.Experiments[i].FigureNotes = pe.Figures, pe.FigureNotes
 			}
 		}
 	} else if cfg.NoFigures {
 		for i := range res.Experiments {
-			res.Experiments[i].Figures = nil
+			res.Experiments[i].Figures, res.Experiments[i].FigureNotes = nil, nil
 		}
 	} else if err := WriteFigures(cfg.OutDir, res, results); err != nil {
 		return res, errors.Join(runErr, err)
