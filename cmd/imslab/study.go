@@ -43,7 +43,8 @@ func runStudy(args []string, out, errOut io.Writer) int {
 			"CI, min/max per experiment, scheme and KPI) with the provenance of the results, results.md (the\n"+
 			"headline KPIs from study.json) and figures/ (restoration curves, interruption ECDFs, KPIs with CIs).\n"+
 			"--results-only rewrites those outputs from the runs already done and runs nothing.\n\n"+
-			"exit status: 0 every run done, 1 some runs could not be carried out (a rerun retries them), 2 error\n\nflags:\n")
+			"exit status: 0 every run done, 1 some runs could not be carried out (a rerun retries them) or, with\n"+
+			"--results-only, are not done yet, 2 error\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	file, status := parseWithFile(fs, args, errOut, "study")
