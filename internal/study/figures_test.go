@@ -142,6 +142,32 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		Expect(t).To(BeEmpty())
 	})
 
+	It("bands the pooled restoration curve by resampling whole runs, not users", func() {
+		all := func(n int, v bool) []bool {
+			b := make([]bool, n)
+			for i := range b {
+				b[i] = v
+			}
+			return b
+		}
+		grid := []float64{0.5, 2, 4}
+		// Run A restores its 10 users at 1 s, run B at 3 s: between them the pooled curve is 0.5, and a resample
+		// is A+A (1), B+B (0) or A+B (0.5): the band spans [0, 1] there. Resampling users would give a narrow band.
+		lo, hi := study.CurveBand([][]float64{{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {3, 3, 3, 3, 3, 3, 3, 3, 3, 3}},
+			[][]bool{all(10, true), all(10, true)}, grid, 7)
+		Expect(lo).To(Equal([]float64{0, 0, 1}))
+		Expect(hi).To(Equal([]float64{0, 1, 1}))
+		// Identical runs: the band closes on the curve (users at 1 s restored, 2 of 4 censored at 5 s).
+		t, ev := []float64{1, 1, 5, 5}, []bool{true, true, false, false}
+		lo, hi = study.CurveBand([][]float64{t, t, t}, [][]bool{ev, ev, ev}, grid, 7)
+		km := report.KaplanMeier(t, ev)
+		for i, g := range grid {
+			Expect(lo[i]).To(Equal(km.At(g)))
+			Expect(hi[i]).To(Equal(km.At(g)))
+		}
+		Expect(hi).To(Equal([]float64{0, 0.5, 0.5}))
+	})
+
 	It("writes SVG and PNG figures with n in every legend, embeds them in study.md, and results.md holds study.json's numbers", func() {
 		_, err := execute(false)
 		Expect(err).NotTo(HaveOccurred())
