@@ -139,14 +139,20 @@ func Build(runDir string) (*Summary, error) {
 	}
 
 	{
-		svg, png, err := plotTimeline(s, a.buildTimeline(r))
+		tl := a.buildTimeline(r)
+		svg, png, err := plotTimeline(s, tl)
+		if err != nil {
+			return nil, err
+		}
+		data, err := tl.csv()
 		if err != nil {
 			return nil, err
 		}
 		for _, f := range []struct {
 			file string
 			b    []byte
-		}{{filepath.Join(DirPlots, "timeline.svg"), svg}, {filepath.Join(DirPlots, "timeline.png"), png}} {
+		}{{filepath.Join(DirPlots, "timeline.svg"), svg}, {filepath.Join(DirPlots, "timeline.png"), png},
+			{filepath.Join(DirPlots, "timeline.csv"), data}} {
 			if err := os.WriteFile(filepath.Join(runDir, f.file), f.b, 0o644); err != nil {
 				return nil, fmt.Errorf("report: %w", err)
 			}

@@ -2,12 +2,14 @@ package report
 
 import (
 	"bytes"
+	"encoding/csv"
 	"fmt"
 	"image/color"
 	"math"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -315,4 +317,35 @@ func vline(p *plot.Plot, x, top float64, col color.Color, dashes []vg.Length, wi
 		p.Legend.Add(legend, l)
 	}
 	return nil
+}
+
+// csv renders the timeline's counts: one row per bin (start_s, then one column per series, counts per bin).
+func (tl *timeline) csv() ([]byte, error) {
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	head := []string{"start_s"}
+	var cols [][]float64
+	for _, g := range []struct {
+		prefix string
+		series []timelineSeries
+	}{{"requests_to_", tl.members}, {"cx_", tl.cx}, {"", tl.calls}} {
+		for _, se := range g.series {
+			head = append(head, g.prefix+strings.ReplaceAll(se.name, " ", "_"))
+			cols = append(cols, se.counts)
+		}
+	}
+	_ = w.Write(head)
+	n := int(math.Ceil((tl.toS - tl.fromS) / timelineBinS))
+	for i := range n {
+		row := []string{strconv.FormatFloat(tl.fromS+float64(i)*timelineBinS, 'f', -1, 64)}
+		for _, c := range cols {
+			row = append(row, strconv.FormatFloat(c[i], 'f', -1, 64))
+		}
+		_ = w.Write(row)
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return nil, fmt.Errorf("report: timeline.csv: %w", err)
+	}
+	return buf.Bytes(), nil
 }

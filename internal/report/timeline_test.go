@@ -2,6 +2,7 @@ package report_test
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/xml"
 	"errors"
 	"image/png"
@@ -80,7 +81,17 @@ var _ = Describe("Timeline around the fault", Label("unit"), func() {
 
 		s, err := report.Build(dir)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(s.Files).To(ContainElements("plots/timeline.svg", "plots/timeline.png"))
+		Expect(s.Files).To(ContainElements("plots/timeline.svg", "plots/timeline.png", "plots/timeline.csv"))
+		cb, err := os.ReadFile(filepath.Join(dir, "plots", "timeline.csv"))
+		Expect(err).NotTo(HaveOccurred())
+		rows, err := csv.NewReader(bytes.NewReader(cb)).ReadAll()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rows).To(HaveLen(41), "a header and 40 one-second bins")
+		Expect(rows[0]).To(Equal([]string{"start_s", "requests_to_pcscf1", "requests_to_pcscf2", "requests_to_scscf1",
+			"cx_all_Cx", "cx_LIR", "cx_SAR", "calls_answered", "calls_failed"}))
+		Expect(rows[1][:2]).To(Equal([]string{"10", "2"}), "10–11 s: 2 requests to pcscf1")
+		Expect(rows[12][0]).To(Equal("21"))
+		Expect(rows[12][5]).To(Equal("4"), "4 LIR in 21–22 s")
 		b, err := os.ReadFile(filepath.Join(dir, "plots", "timeline.svg"))
 		Expect(err).NotTo(HaveOccurred())
 		var text strings.Builder
