@@ -59,7 +59,7 @@ type Config struct {
 	// found done, the others are reported pending (ErrPending) and their directories left as they are. Run
 	// may be nil.
 	ResultsOnly bool
-	// NoFigures leaves the figures out (callers that need only the tables; drawing takes about half a second).
+	// NoFigures leaves the figures out (callers that need only the tables: the race detector makes drawing slow).
 	NoFigures bool
 }
 
