@@ -33,13 +33,18 @@ func runStudy(args []string, out, errOut io.Writer) int {
 	progress := fs.Duration("progress", 10*time.Second, "interval of the progress line of each run")
 	logFormat := fs.String("log-format", "", "text or json (the runner's and lab's own log, on stderr)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	resultsOnly := fs.Bool("results-only", false, "run nothing: rewrite study.json, study.md, results.md and figures/ "+
+		"from the runs already done under --out, and list the pending ones (exit 1 when some are)")
 	fs.Usage = func() {
-		fmt.Fprintf(errOut, "usage: imslab study <study.yaml> [--quick] [--out dir] [--dry-run]\n\n"+
+		fmt.Fprintf(errOut, "usage: imslab study <study.yaml> [--quick] [--out dir] [--dry-run | --results-only]\n\n"+
 			"Runs every experiment × scheme × repetition of a study file (docs/study.md), interleaved (repetition 1\n"+
 			"of everything, then 2, …) into <out>/<experiment>/<variant>/rep<k>/; a run whose directory already\n"+
 			"holds its finished run is not run again. Writes <out>/study.json and study.md (n, mean, median, 95 %%\n"+
-			"CI, min/max per experiment, scheme and KPI) with the provenance of the results.\n\n"+
-			"exit status: 0 every run done, 1 some runs could not be carried out (a rerun retries them), 2 error\n\nflags:\n")
+			"CI, min/max per experiment, scheme and KPI) with the provenance of the results, results.md (the\n"+
+			"headline KPIs from study.json) and figures/ (restoration curves, interruption ECDFs, KPIs with CIs).\n"+
+			"--results-only rewrites those outputs from the runs already done and runs nothing.\n\n"+
+			"exit status: 0 every run done, 1 some runs could not be carried out (a rerun retries them) or, with\n"+
+			"--results-only, are not done yet, 2 error\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	file, status := parseWithFile(fs, args, errOut, "study")
@@ -76,6 +81,20 @@ func runStudy(args []string, out, errOut io.Writer) int {
 		if wd, err := os.Getwd(); err == nil {
 			repoDir, _ = lab.FindRepo(wd)
 		}
+	}
+	if *resultsOnly {
+		fmt.Fprintf(out, "study %s: results only, from the finished runs in %s\n", plan.Name, dir)
+		res, err := study.Execute(context.Background(), study.Config{Plan: plan, File: file, OutDir: dir, Out: out,
+			ResultsOnly: true, Provenance: study.Collect(repoDir, os.Args)})
+		if res != nil {
+			fmt.Fprintf(out, "\nstudy %s: %d of %d runs done; wrote %s, %s, %s and %s/\n", res.Study, res.RunsDone,
+				res.RunsPlanned, filepath.Join(dir, study.FileJSON), filepath.Join(dir, study.FileMarkdown),
+				filepath.Join(dir, study.FileResults), filepath.Join(dir, study.DirFigures))
+		}
+		if err != nil {
+			fmt.Fprintln(errOut, "imslab study:", err)
+		}
+		return study.ExitCode(err)
 	}
 	run := compare.LabRunner(scenario.RunConfig{KeepGoing: false, RepoDir: *repo, BinDir: *binDir,
 		ReadyTimeout: *readyTimeout, GracePeriod: *grace, Progress: *progress, Netns: *useNetns},

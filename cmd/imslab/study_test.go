@@ -35,4 +35,19 @@ var _ = Describe("imslab study", Label("unit"), func() {
 		Expect(s.Out).To(gbytes.Say(`pcscf-kill/quasi-pool/rep2\s+seed 1202\s+to run`))
 		Expect(s.Out).To(gbytes.Say(`4 runs, 4 to run`))
 	})
+
+	It("--results-only runs nothing, writes the outputs from the runs done and exits 1 while runs are pending", func() {
+		out := GinkgoT().TempDir()
+		cmd := exec.Command(bin, "study", filepath.Join(repo, "studies", "quick.yaml"), "--quick", "--results-only", "--out", out)
+		s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s).WithTimeout(30 * time.Second).Should(gexec.Exit(1))
+		Expect(s.Out).To(gbytes.Say(`pcscf-kill/quasi-pool rep 1 \(seed 1201\): not run yet, pending \(results only: nothing is run\)`))
+		Expect(s.Out).To(gbytes.Say(`0 of 4 runs done; wrote`))
+		Expect(s.Err).To(gbytes.Say(`4 of 4 runs: some runs are not done`))
+		for _, f := range []string{"study.json", "study.md", "results.md"} {
+			Expect(filepath.Join(out, f)).To(BeAnExistingFile())
+		}
+		Expect(filepath.Join(out, "pcscf-kill")).NotTo(BeADirectory(), "no run was started")
+	})
 })

@@ -141,6 +141,8 @@ type event struct {
 	ServerName   string `json:"server_name"`
 	// repl_send (state replication between pool members)
 	Bytes int `json:"bytes"`
+	// sip_tx (a forwarded request, recorded when its transaction ended): how long it took from sending
+	LatencyUs int64 `json:"latency_us"`
 	// refused (a SIP node's 403 to a sender it does not accept) / cx_refused (the HSS); peer and reason above
 	Method string `json:"method"`
 	Role   string `json:"role"`

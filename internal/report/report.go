@@ -139,6 +139,30 @@ func Build(runDir string) (*Summary, error) {
 			title: "Affected users restored vs time since the fault", svg: string(svg)})
 	}
 
+	{
+		tl := a.buildTimeline(r)
+		svg, png, err := plotTimeline(s, tl)
+		if err != nil {
+			return nil, err
+		}
+		data, err := tl.csv()
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range []struct {
+			file string
+			b    []byte
+		}{{filepath.Join(DirPlots, "timeline.svg"), svg}, {filepath.Join(DirPlots, "timeline.png"), png},
+			{filepath.Join(DirPlots, "timeline.csv"), data}} {
+			if err := os.WriteFile(filepath.Join(runDir, f.file), f.b, 0o644); err != nil {
+				return nil, fmt.Errorf("report: %w", err)
+			}
+			add(f.file)
+		}
+		plots = append(plots, namedSVG{file: filepath.Join(DirPlots, "timeline.svg"),
+			title: "Timeline around the fault: requests per pool member, Cx/s, call outcomes, detections", svg: string(svg)})
+	}
+
 	if err := writeCalls(filepath.Join(runDir, FileCalls), r, a); err != nil {
 		return nil, err
 	}

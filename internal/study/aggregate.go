@@ -41,6 +41,10 @@ type ExperimentResult struct {
 	Seed         int64           `json:"seed"`
 	Setup        compare.Setup   `json:"setup"`
 	Variants     []VariantResult `json:"variants"`
+	// Figures are the experiment's figures under <out>/figures/ (WriteFigures).
+	Figures []Figure `json:"figures,omitempty"`
+	// FigureNotes say why a figure is missing.
+	FigureNotes []string `json:"figure_notes,omitempty"`
 }
 
 // VariantResult is one scheme of an experiment over its runs.
@@ -199,7 +203,7 @@ func aggregateVariant(e PlannedExperiment, v string, runs []RunResult) (VariantR
 	return vr, nil
 }
 
-// WriteOutputs writes study.json and study.md into dir.
+// WriteOutputs writes study.json, study.md and results.md into dir.
 func WriteOutputs(dir string, r *Result) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -209,6 +213,9 @@ func WriteOutputs(dir string, r *Result) error {
 		return fmt.Errorf("study: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, FileMarkdown), []byte(Markdown(r)), 0o644); err != nil {
+		return fmt.Errorf("study: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FileResults), []byte(Results(r)), 0o644); err != nil {
 		return fmt.Errorf("study: %w", err)
 	}
 	return nil
@@ -287,6 +294,7 @@ func Markdown(r *Result) string {
 			}
 		}
 		b.WriteString("\n\n")
+		figuresMarkdown(&b, e)
 	}
 	b.WriteString("## KPIs\n\n")
 	seen := map[string]bool{}

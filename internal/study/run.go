@@ -21,6 +21,8 @@ import (
 const (
 	FileJSON     = "study.json"
 	FileMarkdown = "study.md"
+	// FileResults is the fragment of docs/results.md made from study.json alone (Results).
+	FileResults = "results.md"
 	// FileRun is written into each run directory before the run: what the study asked for (experiment, variant,
 	// repetition, seed and a fingerprint of the scenario as run), so a resumed study can tell its own finished
 	// runs from a directory that holds something else.
@@ -37,6 +39,9 @@ const (
 // ErrRunsFailed is returned (wrapped) by Execute when some runs could not be carried out.
 var ErrRunsFailed = errors.New("some runs could not be carried out")
 
+// ErrPending is returned (wrapped) by Execute with ResultsOnly when some runs of the plan are not done.
+var ErrPending = errors.New("some runs are not done")
+
 // Config configures Execute.
 type Config struct {
 	Plan *Plan
@@ -50,6 +55,12 @@ type Config struct {
 	Out io.Writer
 	// Provenance is recorded in the outputs; Execute sets its start and end times and seeds.
 	Provenance Provenance
+	// ResultsOnly runs nothing: the outputs (study.json, study.md, results.md, figures) are made from the runs
+	// found done, the others are reported pending (ErrPending) and their directories left as they are. Run
+	// may be nil.
+	ResultsOnly bool
+	// NoFigures leaves the figures out (callers that need only the tables: the race detector makes drawing slow).
+	NoFigures bool
 }
 
 // runRecord is study-run.json.
@@ -174,7 +185,7 @@ type RunResult struct {
 // study. A run that fails is recorded and the next one runs (ErrRunsFailed at the end); a rerun of the study
 // retries it.
 func Execute(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Plan == nil || cfg.Run == nil || cfg.OutDir == "" {
+	if cfg.Plan == nil || cfg.Run == nil && !cfg.ResultsOnly || cfg.OutDir == "" {
 		return nil, errors.New("study: plan, runner and out dir are required")
 	}
 	out := cfg.Out
@@ -205,7 +216,7 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("study: %w", err)
 	}
 	results := make([]RunResult, 0, len(cfg.Plan.Runs))
-	failed := 0
+	failed, pending := 0, 0
 	for i, r := range cfg.Plan.Runs {
 		if err := ctx.Err(); err != nil {
 			return write(cfg, prov, results, fmt.Errorf("study: %w", err))
@@ -224,8 +235,23 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 				fmt.Fprintf(out, "== [%d/%d] %s: skipped, done (%s)\n", i+1, len(cfg.Plan.Runs), label, dir)
 				continue
 			}
+			if cfg.ResultsOnly {
+				fmt.Fprintf(out, "== [%d/%d] %s: %v; pending\n", i+1, len(cfg.Plan.Runs), label, err)
+				pending++
+				continue
+			}
 			fmt.Fprintf(out, "== [%d/%d] %s: %v; running it again\n", i+1, len(cfg.Plan.Runs), label, err)
 			states[i] = statePartial
+		}
+		if cfg.ResultsOnly {
+			what := "not run yet"
+			if states[i] == statePartial {
+				what = "unfinished"
+			}
+			fmt.Fprintf(out, "== [%d/%d] %s: %s, pending (results only: nothing is run)\n", i+1, len(cfg.Plan.Runs),
+				label, what)
+			pending++
+			continue
 		}
 		if states[i] == statePartial {
 			fmt.Fprintf(out, "== [%d/%d] %s: %s holds an unfinished run of it: removed, running it again\n",
@@ -264,13 +290,16 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 		} else {
 			fmt.Fprintf(out, "== %s done in %s: %d affected users\n", label, rr.Elapsed.Round(time.Second), s.AffectedUsers)
 		}
-		if _, err := write(cfg, prov, results, nil); err != nil {
+		if _, err := writeProgress(cfg, prov, results); err != nil {
 			return nil, err
 		}
 	}
 	var err error
-	if failed > 0 {
+	switch {
+	case failed > 0:
 		err = fmt.Errorf("study: %d of %d runs: %w", failed, len(cfg.Plan.Runs), ErrRunsFailed)
+	case pending > 0:
+		err = fmt.Errorf("study: %d of %d runs: %w", pending, len(cfg.Plan.Runs), ErrPending)
 	}
 	return write(cfg, prov, results, err)
 }
@@ -286,13 +315,39 @@ func writeRecord(dir string, rec runRecord) error {
 	return nil
 }
 
-// write aggregates the results so far and writes study.json and study.md; runErr is returned unless writing fails.
+// writeProgress rewrites study.json, study.md and results.md after a run, without the figures: drawing them
+// (a bootstrap of every restoration curve, PNG encoding) is left to the end of the invocation (write).
+func writeProgress(cfg Config, prov Provenance, results []RunResult) (*Result, error) {
+	return writeOutputs(cfg, prov, results, nil, false)
+}
+
+// write aggregates the results so far and writes study.json, study.md, results.md and the figures; runErr is
+// returned unless writing fails. Execute calls it when it returns (done, failed runs or interrupted).
 func write(cfg Config, prov Provenance, results []RunResult, runErr error) (*Result, error) {
+	return writeOutputs(cfg, prov, results, runErr, true)
+}
+
+func writeOutputs(cfg Config, prov Provenance, results []RunResult, runErr error, figures bool) (*Result, error) {
 	prov.Finished = time.Now().UTC()
 	prov.addRuns(results)
 	res, err := Aggregate(cfg.Plan, cfg.File, prov, results)
 	if err != nil {
 		return nil, errors.Join(runErr, err)
+	}
+	if !figures {
+		// The figures of the last invocation stay listed (they are redrawn when this one ends).
+		if prev, err := readFigures(cfg.OutDir); err == nil {
+			for i := range res.Experiments {
+				pe := prev[res.Experiments[i].Name]
+				res.Experiments[i].Figures, res.Experiments[i].FigureNotes = pe.Figures, pe.FigureNotes
+			}
+		}
+	} else if cfg.NoFigures {
+		for i := range res.Experiments {
+			res.Experiments[i].Figures, res.Experiments[i].FigureNotes = nil, nil
+		}
+	} else if err := WriteFigures(cfg.OutDir, res, results); err != nil {
+		return res, errors.Join(runErr, err)
 	}
 	if err := WriteOutputs(cfg.OutDir, res); err != nil {
 		return res, errors.Join(runErr, err)
@@ -305,7 +360,7 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.Is(err, ErrRunsFailed):
+	case errors.Is(err, ErrRunsFailed), errors.Is(err, ErrPending):
 		return ExitRuns
 	}
 	return ExitError

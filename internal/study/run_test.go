@@ -26,6 +26,8 @@ type fakeRunner struct {
 	mu    sync.Mutex
 	calls []string // "<variant-dir>/rep<k> seed"
 	fail  func(dir string) bool
+	// sum replaces fakeSummary when set.
+	sum func(sc *scenario.Scenario, seed int64, dir string) *report.Summary
 }
 
 // users of a fake run: n = 3 + seed%3 affected users, interruptions from the seed.
@@ -60,6 +62,9 @@ func (f *fakeRunner) run(_ context.Context, sc *scenario.Scenario, dir string, s
 		return nil, nil, err
 	}
 	s := fakeSummary(sc, seed)
+	if f.sum != nil {
+		s = f.sum(sc, seed, dir)
+	}
 	b, _ := json.Marshal(s)
 	if err := os.WriteFile(filepath.Join(dir, report.FileSummary), b, 0o644); err != nil {
 		return nil, nil, err
@@ -114,7 +119,7 @@ var _ = Describe("running a study", Label("unit"), func() {
 	})
 	execute := func(p *study.Plan) (*study.Result, error) {
 		return study.Execute(context.Background(), study.Config{Plan: p, File: "s.yaml", OutDir: out, Run: f.run, Out: log,
-			Provenance: study.Collect("", []string{"imslab", "study", "s.yaml"})})
+			NoFigures: true, Provenance: study.Collect("", []string{"imslab", "study", "s.yaml"})})
 	}
 
 	It("interleaves the runs: repetition 1 of every experiment and scheme, then repetition 2, …", func() {
@@ -266,7 +271,7 @@ var _ = Describe("running a study", Label("unit"), func() {
 			}
 			return f.run(c, sc, dir, seed)
 		}
-		res, err := study.Execute(ctx, study.Config{Plan: p, OutDir: out, Run: compare.RunFunc(run)})
+		res, err := study.Execute(ctx, study.Config{Plan: p, OutDir: out, Run: compare.RunFunc(run), NoFigures: true})
 		Expect(err).To(MatchError(context.Canceled))
 		Expect(study.ExitCode(err)).To(Equal(study.ExitError))
 		Expect(res.RunsDone).To(Equal(3))

@@ -113,6 +113,18 @@ var _ = Describe("the quick study, for real", Label("e2e"), func() {
 			Expect(pv.CommandLine).To(ContainElement("--quick"))
 			Expect(pv.Seeds).To(HaveKeyWithValue("pcscf-kill", []int64{1201, 1202}))
 			Expect(filepath.Join(dir, study.FileMarkdown)).To(BeAnExistingFile())
+			// The figures from real runs: the restoration curves (the scenario probes) and the KPI dot plots.
+			kinds := map[string]bool{}
+			for _, f := range e.Figures {
+				kinds[f.Kind] = true
+				Expect(filepath.Join(dir, f.SVG)).To(BeAnExistingFile())
+				Expect(filepath.Join(dir, f.PNG)).To(BeAnExistingFile())
+			}
+			Expect(kinds).To(HaveKey("restore"))
+			Expect(kinds).To(HaveKey("kpi"))
+			rmd, err := os.ReadFile(filepath.Join(dir, study.FileResults))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(rmd)).To(ContainSubstring("| quasi-pool | 2 / "))
 
 			By("resuming: every run is found done")
 			log.Reset()
