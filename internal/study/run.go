@@ -73,16 +73,67 @@ type runRecord struct {
 	Fingerprint string `json:"fingerprint"`
 }
 
-// Fingerprint identifies the scenario a run runs and its seed: sha256 of the scenario (JSON) and the seed.
+// Fingerprint identifies the scenario a run runs and its seed: sha256 of the scenario's canonical JSON and the
+// seed. Canonical: object keys sorted and every null, false, 0, "" and empty list or object left out, so a field a
+// newer imslab adds with a zero default does not change the fingerprint (a study stays resumable across code
+// versions), while any value that is set does.
 func Fingerprint(sc *scenario.Scenario, seed int64) (string, error) {
 	b, err := json.Marshal(sc)
 	if err != nil {
 		return "", fmt.Errorf("study: fingerprint: %w", err)
 	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return "", fmt.Errorf("study: fingerprint: %w", err)
+	}
+	if b, err = json.Marshal(prune(v)); err != nil { // encoding/json writes map keys sorted
+		return "", fmt.Errorf("study: fingerprint: %w", err)
+	}
 	h := sha256.New()
 	h.Write(b)
 	fmt.Fprintf(h, "\nseed %d", seed)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return "v2:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// prune removes zero values from decoded JSON (nil when v is itself a zero value).
+func prune(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			if p := prune(e); p != nil {
+				out[k] = p
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	case []any:
+		if len(x) == 0 {
+			return nil
+		}
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = prune(e) // positions matter in a list: a zero element stays, as null
+		}
+		return out
+	case bool:
+		if !x {
+			return nil
+		}
+	case float64:
+		if x == 0 {
+			return nil
+		}
+	case string:
+		if x == "" {
+			return nil
+		}
+	case nil:
+		return nil
+	}
+	return v
 }
 
 // state of a run directory.

@@ -278,3 +278,26 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(filepath.Join(out, study.FileJSON)).To(BeAnExistingFile())
 	})
 })
+
+var _ = Describe("the fingerprint of a run", Label("unit"), func() {
+	It("ignores fields left at their zero value (a newer imslab's additions) and changes with any value set", func() {
+		p := planOf(twoExperiments(), false)
+		sc := p.Runs[0].Scenario
+		a, err := study.Fingerprint(sc, 1)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(a).To(HavePrefix("v2:"))
+
+		same := *sc
+		same.Traffic.Steps = []scenario.Step{} // [] instead of null: no value set
+		b, err := study.Fingerprint(&same, 1)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(b).To(Equal(a))
+
+		c, _ := study.Fingerprint(sc, 2)
+		Expect(c).NotTo(Equal(a), "another seed")
+		other := *sc
+		other.Traffic.Phones++
+		d, _ := study.Fingerprint(&other, 1)
+		Expect(d).NotTo(Equal(a), "another value")
+	})
+})
