@@ -358,8 +358,8 @@ func SweepCellText(k *SweepKPI, c *SweepCell) string {
 // heading of the given level.
 func sweepMarkdown(b *bytes.Buffer, s SweepResult, level string) {
 	fmt.Fprintf(b, "%s Sweep %s: %s\n\n", level, s.Name, s.Param)
-	fmt.Fprintf(b, "%s (%s). One experiment per value (%s), each with the same seeds; each cell is the estimate "+
-		"[95 %% CI] over the runs (bootstrap over runs) and n.\n\n", upperFirst(s.Doc), s.Unit,
+	fmt.Fprintf(b, "%s; unit: %s. One experiment per value (%s), each on the same seeds; each cell is the estimate "+
+		"[95 %% CI] over the runs (percentile bootstrap over runs) and n.\n\n", upperFirst(s.Doc), s.Unit,
 		strings.Join(s.Experiments, ", "))
 	for _, k := range s.KPIs {
 		fmt.Fprintf(b, "%s of %s (%s, per %s):\n\n| %s |", upperFirst(k.Estimate), k.Name, k.Unit, k.Per, s.Param)
