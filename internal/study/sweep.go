@@ -527,11 +527,11 @@ func sweepFigure(s *SweepResult, k SweepKPI) (*plot.Plot, Figure, error) {
 		p.Y.Max = max(p.Y.Max, legendRoom(entries))
 		p.Y.Tick.Marker = shareTicks
 	}
-	caption := fmt.Sprintf("%s of %s (%s, per %s) against %s (%s; %s): a line per scheme, each point one "+
+	caption := fmt.Sprintf("%s of %s (%s, per %s) against %s (%s): a line per scheme, each point one "+
 		"experiment of the sweep (the same seeds at every value), bars its 95 %% percentile-bootstrap CI over runs "+
 		"(study.json %s_ci95; none with one run). Points of one value are set slightly apart so that their bars do "+
 		"not overlap. n per value and scheme in the legend (and in the sweep table).", upperFirst(k.Estimate),
-		k.Name, k.Unit, k.Per, s.Param, s.Doc, s.Unit, k.Estimate)
+		k.Name, k.Unit, k.Per, s.Param, s.Unit, k.Estimate)
 	return p, Figure{Kind: "sweep", KPI: k.Name, SVG: s.Name + "-sweep-" + strings.ReplaceAll(k.Name, "_", "-"),
 		Title: fmt.Sprintf("%s vs %s", k.Name, s.Param), Caption: caption}, nil
 }
