@@ -510,7 +510,11 @@ func sweepFigure(s *SweepResult, k SweepKPI) (*plot.Plot, Figure, error) {
 		}
 		sc.Color, sc.Radius, sc.Shape = col, vg.Points(3), draw.CircleGlyph{}
 		p.Add(l, eb, sc)
-		n := fmt.Sprintf("n = %s runs per value", span2(nmin, nmax))
+		runs := "runs"
+		if nmax == 1 {
+			runs = "run"
+		}
+		n := fmt.Sprintf("n = %s %s per value", span2(nmin, nmax), runs)
 		if k.Per == "user" {
 			n += fmt.Sprintf(", %s users", span2(umin, umax))
 		}
