@@ -187,6 +187,7 @@ func (f *File) Validate() error {
 			checkSweep(add, p+".sweep", e.Sweep, ovs...)
 		}
 	}
+	checkJoins(add, f.Experiments)
 	if f.Quick != nil {
 		checkOverrides(add, "quick", f.Quick.Overrides)
 		for i, n := range f.Quick.Experiments {

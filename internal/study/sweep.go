@@ -29,13 +29,18 @@ import (
 type Sweep struct {
 	Param  string   `yaml:"param"`
 	Values []string `yaml:"values"`
+	// Join names another experiment's sweep of the same parameter and seed whose tables and figures this one's
+	// schemes join (e.g. mutual, which needs an even pool size, beside the other schemes' pool-size sweep).
+	Join string `yaml:"join"`
 }
 
 // SweepPoint tells which value of which sweep an expanded experiment is.
 type SweepPoint struct {
-	// Sweep is the experiment's name in the study file (the sweep's name).
+	// Sweep is the sweep's name: the experiment's name in the study file, or the one its sweep joins.
 	Sweep string `json:"sweep"`
-	Param string `json:"param"`
+	// Experiment is the experiment's name in the study file.
+	Experiment string `json:"experiment"`
+	Param      string `json:"param"`
 	// Value is the value as the study file gives it (it names the experiment); X is its number (seconds for a
 	// duration), the figures' abscissa.
 	Value string  `json:"value"`
@@ -213,13 +218,17 @@ func expandSweep(e Experiment) []*SweepPoint {
 	var out []*SweepPoint
 	for _, v := range e.Sweep.Values {
 		x, _ := def.parse(v) // Validate checked it
-		out = append(out, &SweepPoint{Sweep: e.Name, Param: e.Sweep.Param, Value: v, X: x})
+		group := e.Name
+		if e.Sweep.Join != "" {
+			group = e.Sweep.Join
+		}
+		out = append(out, &SweepPoint{Sweep: group, Experiment: e.Name, Param: e.Sweep.Param, Value: v, X: x})
 	}
 	return out
 }
 
 // Name is the expanded experiment's name: <sweep>@<param>=<value>.
-func (p *SweepPoint) Name() string { return p.Sweep + "@" + p.Param + "=" + p.Value }
+func (p *SweepPoint) Name() string { return p.Experiment + "@" + p.Param + "=" + p.Value }
 
 // SweepResult is one sweep of the study: its headline KPIs per value and scheme (study.json "sweeps").
 type SweepResult struct {
@@ -285,7 +294,10 @@ func aggregateSweeps(res *Result) {
 			res.Sweeps = append(res.Sweeps, SweepResult{Name: pt.Sweep, Param: pt.Param, Doc: def.doc, Unit: def.unit})
 		}
 		s := &res.Sweeps[i]
-		s.Values, s.X, s.Experiments = append(s.Values, pt.Value), append(s.X, pt.X), append(s.Experiments, e.Name)
+		s.Experiments = append(s.Experiments, e.Name)
+		if !slices.Contains(s.X, pt.X) {
+			s.Values, s.X = append(s.Values, pt.Value), append(s.X, pt.X)
+		}
 		for _, v := range e.Variants {
 			if !slices.Contains(s.Schemes, v.Variant) {
 				s.Schemes = append(s.Schemes, v.Variant)
@@ -298,28 +310,44 @@ func aggregateSweeps(res *Result) {
 	}
 	for i := range res.Sweeps {
 		s := &res.Sweeps[i]
+		// The values in increasing order (a joined sweep adds its own).
+		ord := make([]int, len(s.X))
+		for j := range ord {
+			ord[j] = j
+		}
+		slices.SortStableFunc(ord, func(a, b int) int { return cmpFloat(s.X[a], s.X[b]) })
+		vals, xs := make([]string, len(ord)), make([]float64, len(ord))
+		for j, o := range ord {
+			vals[j], xs[j] = s.Values[o], s.X[o]
+		}
+		s.Values, s.X = vals, xs
 		for _, k := range sweepKPIs {
 			kpi := SweepKPI{Name: k.name, Estimate: k.estimate}
 			any := false
-			for j, en := range s.Experiments {
-				e := byName[en]
+			for j := range s.Values {
 				for _, scheme := range s.Schemes {
 					c := SweepCell{Value: s.Values[j], X: s.X[j], Scheme: scheme}
-					for vi := range e.Variants {
-						if e.Variants[vi].Variant != scheme {
+					for _, en := range s.Experiments {
+						e := byName[en]
+						if e.Sweep.X != s.X[j] {
 							continue
 						}
-						m := e.Variants[vi].Metric(k.name)
-						if m == nil {
-							continue
-						}
-						any, kpi.Unit, kpi.Per = true, m.Unit, m.Per
-						st := m.Stat
-						c.Runs, c.NVals = st.Runs, st.Values
-						if k.estimate == "median" {
-							c.Est, c.CI95 = fp(st.Median), st.MedianCI
-						} else {
-							c.Est, c.CI95 = fp(st.Mean), st.MeanCI
+						for vi := range e.Variants {
+							if e.Variants[vi].Variant != scheme {
+								continue
+							}
+							m := e.Variants[vi].Metric(k.name)
+							if m == nil {
+								continue
+							}
+							any, kpi.Unit, kpi.Per = true, m.Unit, m.Per
+							st := m.Stat
+							c.Runs, c.NVals = st.Runs, st.Values
+							if k.estimate == "median" {
+								c.Est, c.CI95 = fp(st.Median), st.MedianCI
+							} else {
+								c.Est, c.CI95 = fp(st.Mean), st.MeanCI
+							}
 						}
 					}
 					kpi.Cells = append(kpi.Cells, c)
@@ -574,4 +602,55 @@ func readSweepFigures(dir string) (map[string][]Figure, error) {
 		out[s.Name] = s.Figures
 	}
 	return out, nil
+}
+
+// checkJoins validates the sweeps' join fields: the joined experiment exists, sweeps the same parameter from the
+// same seed (its points share the draws), joins nothing itself, and has none of the joining experiment's schemes
+// (a value and scheme has one cell).
+func checkJoins(add func(string, string, ...any), exps []Experiment) {
+	byName := map[string]int{}
+	for i, e := range exps {
+		if _, dup := byName[e.Name]; !dup {
+			byName[e.Name] = i
+		}
+	}
+	for i, e := range exps {
+		if e.Sweep == nil || e.Sweep.Join == "" {
+			continue
+		}
+		f := fmt.Sprintf("experiments[%d].sweep.join", i)
+		j, ok := byName[e.Sweep.Join]
+		switch {
+		case !ok:
+			add(f, "%q is not an experiment of the study", e.Sweep.Join)
+			continue
+		case j == i:
+			add(f, "%q is this experiment", e.Sweep.Join)
+			continue
+		}
+		t := exps[j]
+		switch {
+		case t.Sweep == nil:
+			add(f, "%q has no sweep", t.Name)
+		case t.Sweep.Join != "":
+			add(f, "%q joins %q itself: join that one", t.Name, t.Sweep.Join)
+		case t.Sweep.Param != e.Sweep.Param:
+			add(f, "%q sweeps %s, this experiment %s", t.Name, t.Sweep.Param, e.Sweep.Param)
+		case t.Seed != e.Seed:
+			add(f, "%q starts from seed %d, this experiment from %d: give the same seed, so that the points of "+
+				"both share the draws", t.Name, t.Seed, e.Seed)
+		}
+		if len(e.Schemes) == 0 || len(t.Schemes) == 0 {
+			if len(e.Schemes) == 0 && len(t.Schemes) == 0 {
+				add(f, "%q and this experiment both run the scenario as is: one cell per value and scheme", t.Name)
+			}
+			continue
+		}
+		for k, s := range e.Schemes {
+			if slices.Contains(t.Schemes, s) {
+				add(fmt.Sprintf("experiments[%d].schemes[%d]", i, k), "%q is also a scheme of %q, whose sweep this "+
+					"one joins: one cell per value and scheme", s, t.Name)
+			}
+		}
+	}
 }

@@ -160,6 +160,63 @@ var _ = Describe("sweeps in a study", Label("unit"), func() {
 		Expect(err).To(MatchError(ContainSubstring(`experiments[0].name: "p@i": must not contain`)))
 	})
 
+	DescribeTable("rejects a bad join naming the field",
+		func(join, schemes, seed, want string) {
+			body := `
+name: t
+out: unused
+experiments:
+  - {name: a, scenario: ` + scenarioPath("realistic-pcscf-kill.yaml") + `, schemes: [quasi-pool], seed: 300, repeat: 1,
+     sweep: {param: pool_size, values: [2, 3]}}
+  - {name: b, scenario: ` + scenarioPath("realistic-pcscf-kill.yaml") + `, schemes: [` + schemes + `], seed: ` + seed + `,
+     repeat: 1, sweep: {param: pool_size, values: [2, 4], join: ` + join + `}}
+  - {name: c, scenario: ` + scenarioPath("realistic-pcscf-kill.yaml") + `, seed: 300, repeat: 1,
+     sweep: {param: traffic.bhca, values: [1]}}
+`
+			_, err := study.Load(writeStudy(body))
+			Expect(err).To(MatchError(ContainSubstring(want)))
+		},
+		Entry("an unknown experiment", "x", "mutual", "300", `experiments[1].sweep.join: "x" is not an experiment of the study`),
+		Entry("itself", "b", "mutual", "300", `experiments[1].sweep.join: "b" is this experiment`),
+		Entry("another parameter", "c", "mutual", "300", `experiments[1].sweep.join: "c" sweeps traffic.bhca, this experiment pool_size`),
+		Entry("another seed", "a", "mutual", "301", `experiments[1].sweep.join: "a" starts from seed 300, this experiment from 301`),
+		Entry("a scheme of both", "a", "mutual, quasi-pool", "300",
+			`experiments[1].schemes[1]: "quasi-pool" is also a scheme of "a", whose sweep this one joins`),
+	)
+
+	It("joins a sweep to another: one table and figure with the schemes of both, empty cells where a value is missing", func() {
+		body := `
+name: t
+out: unused
+experiments:
+  - {name: ps, scenario: ` + scenarioPath("realistic-pcscf-kill.yaml") + `, schemes: [quasi-pool], seed: 300, repeat: 2,
+     sweep: {param: pool_size, values: [2, 3, 4]}}
+  - {name: ps-mutual, scenario: ` + scenarioPath("realistic-pcscf-kill.yaml") + `, schemes: [mutual], seed: 300,
+     repeat: 2, sweep: {param: pool_size, values: [4, 2], join: ps}}
+`
+		out := GinkgoT().TempDir()
+		f := &fakeRunner{sum: sweepSummary}
+		res, err := study.Execute(context.Background(), study.Config{Plan: planOf(body, false), File: "s.yaml",
+			OutDir: out, Run: f.run, Out: &bytes.Buffer{}, NoFigures: true})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.calls).To(ContainElements("ps-mutual@pool_size=4/mutual/rep1 300", "ps@pool_size=4/quasi-pool/rep1 300"))
+		Expect(res.Sweeps).To(HaveLen(1))
+		s := res.Sweeps[0]
+		Expect(s.Name).To(Equal("ps"))
+		Expect(s.Values).To(Equal([]string{"2", "3", "4"}))
+		Expect(s.Schemes).To(Equal([]string{"quasi-pool", "mutual"}))
+		Expect(s.Experiments).To(ConsistOf("ps@pool_size=2", "ps@pool_size=3", "ps@pool_size=4", "ps-mutual@pool_size=4",
+			"ps-mutual@pool_size=2"))
+		k := s.KPIs[0]
+		Expect(k.Cell("4", "mutual").Runs).To(Equal(2))
+		Expect(k.Cell("3", "mutual").Est).To(BeNil())
+		Expect(k.Cell("3", "quasi-pool").Runs).To(Equal(2))
+		md, err := os.ReadFile(filepath.Join(out, study.FileMarkdown))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(MatchRegexp(`\| 3 \| 1 \[1, 1\] \(n 2\) \| – \|\n`))
+		Expect(strings.Count(string(md), "## Sweep ")).To(Equal(1))
+	})
+
 	It("plans the shipped sweeps study: every issue 12 sweep, full and quick", func() {
 		sf, err := study.Load(filepath.Join("..", "..", "studies", "sweeps.yaml"))
 		Expect(err).NotTo(HaveOccurred())
@@ -170,7 +227,10 @@ var _ = Describe("sweeps in a study", Label("unit"), func() {
 		for _, e := range full.Experiments {
 			Expect(e.Sweep).NotTo(BeNil(), e.Name)
 			Expect(e.Repeat).To(Equal(5), e.Name)
-			params[e.Sweep.Sweep] = append(params[e.Sweep.Sweep], e.Sweep.Value)
+			params[e.Sweep.Experiment] = append(params[e.Sweep.Experiment], e.Sweep.Value)
+			if e.Sweep.Experiment == "pool-size-mutual" {
+				Expect(e.Sweep.Sweep).To(Equal("pool-size"), "mutual's points join the pool-size sweep")
+			}
 		}
 		Expect(params).To(Equal(map[string][]string{
 			"probe-interval": {"0.5s", "1s", "2s", "5s"}, "failures-to-down": {"1", "2", "3"},
