@@ -42,7 +42,9 @@ func runStudy(args []string, out, errOut io.Writer) int {
 			"holds its finished run is not run again. Writes <out>/study.json and study.md (n, mean, median, 95 %%\n"+
 			"CI, min/max per experiment, scheme and KPI) with the provenance of the results, results.md (the\n"+
 			"headline KPIs from study.json) and figures/ (restoration curves, interruption ECDFs, KPIs with CIs).\n"+
-			"--results-only rewrites those outputs from the runs already done and runs nothing.\n\n"+
+			"--results-only rewrites those outputs from the runs already done and runs nothing.\n"+
+			"An experiment's sweep block runs it once per value of one parameter (<exp>@<param>=<value>, the same\n"+
+			"seeds) and adds a table and a figure per headline KPI against the parameter (docs/study.md, \"Sweeps\").\n\n"+
 			"exit status: 0 every run done, 1 some runs could not be carried out (a rerun retries them) or, with\n"+
 			"--results-only, are not done yet, 2 error\n\nflags:\n")
 		fs.PrintDefaults()

@@ -36,6 +36,24 @@ var _ = Describe("imslab study", Label("unit"), func() {
 		Expect(s.Out).To(gbytes.Say(`4 runs, 4 to run`))
 	})
 
+	It("lists every expanded run of the shipped sweeps study with --dry-run, full and quick", func() {
+		out := GinkgoT().TempDir()
+		cmd := exec.Command(bin, "study", filepath.Join(repo, "studies", "sweeps.yaml"), "--dry-run", "--out", out)
+		s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s).WithTimeout(20 * time.Second).Should(gexec.Exit(0))
+		Expect(s.Out).To(gbytes.Say(`probe-interval@probing.interval=0.5s/quasi-pool/rep1\s+seed 130001\s+to run`))
+		Expect(s.Out).To(gbytes.Say(`probe-interval@probing.interval=1s/quasi-pool/rep1\s+seed 130001\s+to run`))
+		Expect(s.Out).To(gbytes.Say(`pool-size-mutual@pool_size=6/mutual/rep5\s+seed 130505\s+to run`))
+		Expect(s.Out).To(gbytes.Say(`380 runs, 380 to run`))
+
+		cmd = exec.Command(bin, "study", filepath.Join(repo, "studies", "sweeps.yaml"), "--quick", "--dry-run", "--out", out)
+		s, err = gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(s).WithTimeout(20 * time.Second).Should(gexec.Exit(0))
+		Expect(s.Out).To(gbytes.Say(`12 runs, 12 to run`))
+	})
+
 	It("--results-only runs nothing, writes the outputs from the runs done and exits 1 while runs are pending", func() {
 		out := GinkgoT().TempDir()
 		cmd := exec.Command(bin, "study", filepath.Join(repo, "studies", "quick.yaml"), "--quick", "--results-only", "--out", out)

@@ -30,6 +30,8 @@ type Result struct {
 	RunsFailed  int                `json:"runs_failed"`
 	Provenance  Provenance         `json:"provenance"`
 	Experiments []ExperimentResult `json:"experiments"`
+	// Sweeps are the study's sweeps: their experiments' headline KPIs per value and scheme.
+	Sweeps []SweepResult `json:"sweeps,omitempty"`
 }
 
 // ExperimentResult is one experiment of the study.
@@ -45,6 +47,8 @@ type ExperimentResult struct {
 	Figures []Figure `json:"figures,omitempty"`
 	// FigureNotes say why a figure is missing.
 	FigureNotes []string `json:"figure_notes,omitempty"`
+	// Sweep is the value of a sweep this experiment is (docs/study.md, "Sweeps").
+	Sweep *SweepPoint `json:"sweep,omitempty"`
 }
 
 // VariantResult is one scheme of an experiment over its runs.
@@ -135,7 +139,7 @@ func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Res
 			vs = append(vs, compare.Variant{Name: name})
 		}
 		er := ExperimentResult{Name: e.Name, Scenario: e.Scenario, ScenarioFile: e.ScenarioFile, Repeat: e.Repeat,
-			Seed: e.Seed, Variants: []VariantResult{}}
+			Seed: e.Seed, Variants: []VariantResult{}, Sweep: e.Sweep}
 		if e.Base != nil {
 			er.Setup = setupOf(e.Base, vs)
 		}
@@ -148,6 +152,7 @@ func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Res
 		}
 		res.Experiments = append(res.Experiments, er)
 	}
+	aggregateSweeps(res)
 	return res, nil
 }
 
@@ -295,6 +300,9 @@ func Markdown(r *Result) string {
 		}
 		b.WriteString("\n\n")
 		figuresMarkdown(&b, e)
+	}
+	for _, s := range r.Sweeps {
+		sweepMarkdown(&b, s, "##")
 	}
 	b.WriteString("## KPIs\n\n")
 	seen := map[string]bool{}

@@ -243,7 +243,7 @@ func WriteFigures(dir string, r *Result, results []RunResult) error {
 			er.Figures = append(er.Figures, fig)
 		}
 	}
-	return nil
+	return writeSweepFigures(dir, r)
 }
 
 // missingFigure says why restoreFigure, ecdfFigure and restoreECDFFigure drew nothing.

@@ -69,6 +69,9 @@ type Experiment struct {
 	Overrides `yaml:",inline"`
 	// Quick overrides this experiment's settings under --quick.
 	Quick *Overrides `yaml:"quick"`
+	// Sweep, when given, runs the experiment once per value of one parameter, each value its own experiment
+	// <name>@<param>=<value> with the same seeds (docs/study.md, "Sweeps").
+	Sweep *Sweep `yaml:"sweep"`
 }
 
 // Quick is the file's quick block.
@@ -143,8 +146,8 @@ func (f *File) Validate() error {
 		switch {
 		case e.Name == "":
 			add(p+".name", "missing")
-		case strings.ContainsAny(e.Name, `/\ `) || e.Name == "." || e.Name == "..":
-			add(p+".name", "%q: must not contain '/', '\\' or spaces (it names a directory)", e.Name)
+		case strings.ContainsAny(e.Name, `/\ @`) || e.Name == "." || e.Name == "..":
+			add(p+".name", "%q: must not contain '/', '\\', '@' or spaces (it names a directory)", e.Name)
 		case names[e.Name]:
 			add(p+".name", "%q given twice", e.Name)
 		}
@@ -173,7 +176,18 @@ func (f *File) Validate() error {
 		if e.Quick != nil {
 			checkOverrides(add, p+".quick", *e.Quick)
 		}
+		if e.Sweep != nil {
+			ovs := []namedOverrides{{p, e.Overrides}}
+			if e.Quick != nil {
+				ovs = append(ovs, namedOverrides{p + ".quick", *e.Quick})
+			}
+			if f.Quick != nil && (len(f.Quick.Experiments) == 0 || slices.Contains(f.Quick.Experiments, e.Name)) {
+				ovs = append(ovs, namedOverrides{"quick", f.Quick.Overrides})
+			}
+			checkSweep(add, p+".sweep", e.Sweep, ovs...)
+		}
 	}
+	checkJoins(add, f.Experiments)
 	if f.Quick != nil {
 		checkOverrides(add, "quick", f.Quick.Overrides)
 		for i, n := range f.Quick.Experiments {
@@ -265,6 +279,8 @@ type PlannedExperiment struct {
 	Base *scenario.Scenario
 	// Scenarios are the scenario copies each variant runs, by variant.
 	Scenarios map[string]*scenario.Scenario
+	// Sweep is the value of the experiment's sweep this is (nil for an experiment without a sweep).
+	Sweep *SweepPoint
 }
 
 // Plan is what a study runs: its experiments and the runs in the order they run.
@@ -286,12 +302,14 @@ func (f *File) Plan(quick bool) (*Plan, error) {
 		if quick && f.Quick != nil && len(f.Quick.Experiments) > 0 && !slices.Contains(f.Quick.Experiments, e.Name) {
 			continue
 		}
-		pe, err := f.planExperiment(i, e, quick)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		for _, pt := range expandSweep(e) {
+			pe, err := f.planExperiment(i, e, quick, pt)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			p.Experiments = append(p.Experiments, *pe)
 		}
-		p.Experiments = append(p.Experiments, *pe)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -322,8 +340,13 @@ func Interleave(exps []PlannedExperiment) []Run {
 	return runs
 }
 
-func (f *File) planExperiment(i int, e Experiment, quick bool) (*PlannedExperiment, error) {
+func (f *File) planExperiment(i int, e Experiment, quick bool, pt *SweepPoint) (*PlannedExperiment, error) {
 	field := fmt.Sprintf("experiments[%d] (%s)", i, e.Name)
+	name := e.Name
+	if pt != nil {
+		name = pt.Name()
+		field = fmt.Sprintf("experiments[%d] (%s)", i, name)
+	}
 	o := e.Overrides
 	if quick {
 		if f.Quick != nil {
@@ -353,11 +376,18 @@ func (f *File) planExperiment(i int, e Experiment, quick bool) (*PlannedExperime
 	if o.Faults != nil {
 		base.Faults = slices.Clone(o.Faults)
 	}
+	if pt != nil {
+		def := sweepParams[pt.Param]
+		if def.poolSize {
+			o.PoolSize = int(pt.X)
+		}
+		def.apply(base, pt.X)
+	}
 	if o.PoolSize > 0 {
 		base.Topology.Pools.PCSCF.Size, base.Topology.Pools.SCSCF.Size = o.PoolSize, o.PoolSize
 	}
-	pe := &PlannedExperiment{Name: e.Name, ScenarioFile: path, Scenario: sc.Name, Repeat: o.Repeat, Seed: e.Seed,
-		Base: base, Scenarios: map[string]*scenario.Scenario{}}
+	pe := &PlannedExperiment{Name: name, ScenarioFile: path, Scenario: sc.Name, Repeat: o.Repeat, Seed: e.Seed,
+		Base: base, Scenarios: map[string]*scenario.Scenario{}, Sweep: pt}
 	if len(e.Schemes) == 0 {
 		if err := base.Validate(); err != nil {
 			return nil, &FieldError{Field: field, Msg: "the scenario with the study's overrides: " + err.Error()}

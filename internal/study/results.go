@@ -94,6 +94,9 @@ func Results(r *Result) string {
 			b.WriteString("\n")
 		}
 	}
+	for _, s := range r.Sweeps {
+		sweepMarkdown(&b, s, "####")
+	}
 	p := r.Provenance
 	commit := "`" + p.Commit + "`"
 	if p.Dirty {

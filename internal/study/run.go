@@ -393,9 +393,17 @@ func writeOutputs(cfg Config, prov Provenance, results []RunResult, runErr error
 				res.Experiments[i].Figures, res.Experiments[i].FigureNotes = pe.Figures, pe.FigureNotes
 			}
 		}
+		if prev, err := readSweepFigures(cfg.OutDir); err == nil {
+			for i := range res.Sweeps {
+				res.Sweeps[i].Figures = prev[res.Sweeps[i].Name]
+			}
+		}
 	} else if cfg.NoFigures {
 		for i := range res.Experiments {
 			res.Experiments[i].Figures, res.Experiments[i].FigureNotes = nil, nil
+		}
+		for i := range res.Sweeps {
+			res.Sweeps[i].Figures = nil
 		}
 	} else if err := WriteFigures(cfg.OutDir, res, results); err != nil {
 		return res, errors.Join(runErr, err)
