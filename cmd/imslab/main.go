@@ -138,6 +138,12 @@ func up(args []string, out io.Writer) error {
 			return err
 		}
 	}
+	if *phones > topology.MaxLabSubscribers {
+		return fmt.Errorf("up: --phones %d: the lab provisions at most user%d", *phones, topology.MaxLabSubscribers)
+	}
+	if t.HSS.LabSubscribers && *phones > max(t.HSS.LabSubscriberCount, 1000) {
+		t.HSS.LabSubscriberCount = *phones // the HSS provisions user0001…user<phones>
+	}
 	dir := *runDir
 	latest := false
 	if dir == "" {

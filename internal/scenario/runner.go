@@ -247,6 +247,7 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 		seed = rand.Int64()
 	}
 	topo := sc.Topology // a copy: the lab must not share the scenario's maps
+	sc.Traffic.Provision(&topo)
 	// The faults' random instants and victims (jitter, random:<pool>) are drawn here, from the seed.
 	sc = sc.Resolve(seed)
 	r.sc = sc
