@@ -13,7 +13,7 @@ import (
 )
 
 var _ = Describe("lab population beyond user9999", Label("integration"), func() {
-	It("provisions user0001…user12000 from lab_subscriber_count and serves their digest credentials", SpecTimeout(30*time.Second), func(_ SpecContext) {
+	It("provisions user0001…user12000 from lab_subscriber_count and serves their digest credentials", SpecTimeout(60*time.Second), func(_ SpecContext) {
 		h := startHSS(func(c *hss.Config) {
 			c.SubscribersFile = ""
 			c.LabSubscribers = true
