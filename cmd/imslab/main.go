@@ -58,6 +58,8 @@ commands:
         interleaved and resumable; study.json and study.md with n, 95 % CI and provenance (docs/study.md)
   bench [--rate 100] [--duration 20s] [--steps kamailio,lab,…]   CPU per call per proxy hop of the lab's proxy
         and of Kamailio under the same SIPp load, alternately; bench.md and bench.json (docs/performance.md)
+  memory <run-dir>   the memory point of a run: every node's resident memory before the phones registered,
+        at t0 and at its peak after t0, and the phones' process apart (scripts/memory-point.sh)
 
 run "imslab <command> -h" for the flags of a command`
 
@@ -90,6 +92,8 @@ func main() {
 		os.Exit(runStudy(os.Args[2:], os.Stdout, os.Stderr))
 	case "bench":
 		os.Exit(runBench(os.Args[2:], os.Stdout, os.Stderr))
+	case "memory":
+		os.Exit(memory(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "-help", "--help", "help":
 		fmt.Println(usage)
 		return

@@ -283,6 +283,9 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 	labDown := sync.OnceValue(l.Down)
 	defer labDown()
 	if rec, ok := l.(EventRecorder); ok {
+		stopSelf, selfDone := make(chan struct{}), make(chan struct{})
+		defer func() { close(stopSelf); <-selfDone }()
+		go func() { defer close(selfDone); sampleSelf(rec, stopSelf) }() // the phones' process (imslab memory)
 		for i, f := range sc.Faults {
 			if f.drawn { // the draw, in the lab's events beside the fault itself
 				rec.Event("fault_drawn", map[string]any{"index": i, "fault": f.Kind, "target": f.Target,
