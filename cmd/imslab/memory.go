@@ -27,7 +27,7 @@ type memTarget struct {
 	FirstBytes int64 `json:"first_rss_bytes"`
 	// T0Bytes is the first sample at or after t0, when every phone has registered.
 	T0Bytes int64 `json:"t0_rss_bytes"`
-	// PeakBytes is the largest sample from t0 to the end of the traffic.
+	// PeakBytes is the largest sample from t0 to the end of the traffic (t0 + the scenario's duration).
 	PeakBytes int64 `json:"peak_rss_bytes"`
 	// LastBytes is the last sample before the end of the traffic: the registered population once the
 	// registrations' transactions (32 s over UDP) have ended, when the run holds long enough after t0.
@@ -50,7 +50,7 @@ type memoryPoint struct {
 	NodesT0Bytes    int64 `json:"nodes_t0_rss_bytes"`
 	NodesPeakBytes  int64 `json:"nodes_peak_rss_bytes"`
 	NodesLastBytes  int64 `json:"nodes_last_rss_bytes"`
-	// HoldS is how long the run went on after t0 (the samples of "last").
+	// HoldS is the traffic time after t0 (the window of "peak" and "last"; the phones de-register after it).
 	HoldS float64 `json:"hold_s"`
 	// PerPhoneBytes is (NodesPeakBytes - NodesFirstBytes) / RegisteredEnd: what a registered phone costs the
 	// nodes, the registrations' transactions included.
@@ -92,9 +92,10 @@ func memory(args []string, stdout, stderr io.Writer) int {
 
 func readMemoryPoint(dir string) (*memoryPoint, error) {
 	var sc struct {
-		StartNs int64 `json:"start_ns"`
-		EndNs   int64 `json:"end_ns"`
-		Traffic struct {
+		StartNs   int64   `json:"start_ns"`
+		EndNs     int64   `json:"end_ns"`
+		DurationS float64 `json:"duration_s"`
+		Traffic   struct {
 			Phones int `json:"phones"`
 		} `json:"traffic"`
 	}
@@ -108,7 +109,11 @@ func readMemoryPoint(dir string) (*memoryPoint, error) {
 	if sc.StartNs == 0 {
 		return nil, fmt.Errorf("%s/scenario.json: no start_ns: the phones never all registered (no t0)", dir)
 	}
+	// The window is the traffic time, t0 to t0 + duration: after it the phones de-register and the lab stops.
 	end := sc.EndNs
+	if sc.DurationS > 0 {
+		end = sc.StartNs + int64(sc.DurationS*1e9)
+	}
 	if end == 0 {
 		end = math.MaxInt64
 	}
@@ -148,8 +153,8 @@ func readMemoryPoint(dir string) (*memoryPoint, error) {
 		return nil, fmt.Errorf("%s/events/lab.jsonl: %w", dir, err)
 	}
 	mp := &memoryPoint{RunDir: dir, Phones: sc.Traffic.Phones}
-	if sc.EndNs > sc.StartNs {
-		mp.HoldS = float64(sc.EndNs-sc.StartNs) / 1e9
+	if end != math.MaxInt64 {
+		mp.HoldS = float64(end-sc.StartNs) / 1e9
 	}
 	for _, m := range byTarget {
 		if m.Target == scenario.PhonesTarget {

@@ -18,7 +18,7 @@ var _ = Describe("imslab memory", Label("unit"), func() {
 		dir := GinkgoT().TempDir()
 		Expect(os.MkdirAll(filepath.Join(dir, "events"), 0o755)).To(Succeed())
 		Expect(os.WriteFile(filepath.Join(dir, "scenario.json"),
-			[]byte(fmt.Sprintf(`{"start_ns": %d, "end_ns": %d, "traffic": {"phones": 3}}`, t0, t0+10*sec)), 0o644)).To(Succeed())
+			[]byte(fmt.Sprintf(`{"start_ns": %d, "end_ns": %d, "duration_s": 10, "traffic": {"phones": 3}}`, t0, t0+15*sec)), 0o644)).To(Succeed())
 		Expect(os.WriteFile(filepath.Join(dir, "events", "lab.jsonl"), []byte(strings.Join(events, "\n")+"\n"), 0o644)).To(Succeed())
 		Expect(os.WriteFile(filepath.Join(dir, "records.jsonl"), []byte(strings.Join(records, "\n")+"\n"), 0o644)).To(Succeed())
 		return dir
@@ -37,7 +37,8 @@ var _ = Describe("imslab memory", Label("unit"), func() {
 			res("bac", t0+sec, 80e6), res("hss", t0+sec, 25e6), res("phones", t0+sec, 90e6),
 			res("bac", t0+5*sec, 100e6), res("hss", t0+5*sec, 24e6),
 			res("bac", t0+9*sec, 70e6), res("hss", t0+9*sec, 24e6),
-			res("bac", t0+20*sec, 500e6), // after the end of the traffic: not counted
+			res("bac", t0+12*sec, 400e6), // the phones de-registering after the traffic: not counted
+			res("bac", t0+20*sec, 500e6), // after the end of the run
 		}, []string{
 			reg("sip:user0001@ims.test", t0-3*sec, 200, "initial"),
 			reg("sip:user0002@ims.test", t0-3*sec, 200, "initial"),
@@ -50,7 +51,7 @@ var _ = Describe("imslab memory", Label("unit"), func() {
 		Expect(mp.RegisteredT0).To(Equal(2))
 		Expect(mp.RegisteredEnd).To(Equal(3))
 		Expect(mp.Nodes).To(Equal([]memTarget{
-			{Target: "bac", FirstBytes: 30e6, T0Bytes: 80e6, PeakBytes: 100e6, LastBytes: 70e6, Samples: 5},
+			{Target: "bac", FirstBytes: 30e6, T0Bytes: 80e6, PeakBytes: 100e6, LastBytes: 70e6, Samples: 6},
 			{Target: "hss", FirstBytes: 20e6, T0Bytes: 25e6, PeakBytes: 25e6, LastBytes: 24e6, Samples: 4},
 		}))
 		Expect(mp.NodesFirstBytes).To(BeEquivalentTo(50e6))
