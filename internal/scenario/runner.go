@@ -248,10 +248,10 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 	}
 	topo := sc.Topology // a copy: the lab must not share the scenario's maps
 	sc.Traffic.Provision(&topo)
-	if n := topo.HSS.LabSubscriberCount; r.cfg.ReadyTimeout == 0 && n > 10000 {
-		// The HSS imports its population before it is ready: 100,000 subscribers took 3-22 s on the loaded
+	if n := topo.HSS.LabSubscriberCount; n > 10000 {
+		// The HSS imports its population before it is ready: 100,000 subscribers took 22 s on the loaded
 		// development VM (docs/hss.md, "Lab subscribers"); 1 ms each on top of the lab's 30 s keeps a margin.
-		r.cfg.ReadyTimeout = 30*time.Second + time.Duration(n)*time.Millisecond
+		r.cfg.ReadyTimeout = max(r.cfg.ReadyTimeout, 30*time.Second+time.Duration(n)*time.Millisecond)
 	}
 	// The faults' random instants and victims (jitter, random:<pool>) are drawn here, from the seed.
 	sc = sc.Resolve(seed)
