@@ -147,7 +147,8 @@ func up(args []string, out io.Writer) error {
 	}
 	if t.HSS.LabSubscribers && *phones > max(t.HSS.LabSubscriberCount, 1000) {
 		t.HSS.LabSubscriberCount = *phones // the HSS provisions user0001…user<phones>
-		if *phones > 10000 {               // it imports them before it is ready (docs/hss.md, "Lab subscribers")
+		// It imports them before it is ready (docs/hss.md, "Lab subscribers").
+		if *phones > 10000 {
 			*readyTimeout = max(*readyTimeout, 30*time.Second+time.Duration(*phones)*time.Millisecond)
 		}
 	}
