@@ -45,6 +45,7 @@ func run(args []string) error {
 	realm := fs.String("realm", "", "Diameter Origin-Realm (overrides origin_realm)")
 	subsFile := fs.String("subscribers", "", "provisioning file imported at start (overrides subscribers_file)")
 	lab := fs.Bool("lab-subscribers", false, "import the default lab's subscribers user0001…user1000 (password passNNNN)")
+	labCount := fs.Int("lab-subscriber-count", 0, "with --lab-subscribers: import user0001…user<n> (up to user999999; overrides lab_subscriber_count)")
 	anyPeer := fs.Bool("allow-any-peer", false, "admit Cx clients that are not in peers (tools and tests only: any host may then read HA1s)")
 	tokenFile := fs.String("api-token-file", "", "HTTP API bearer token file, created if missing (overrides api_token_file)")
 	events := fs.String("events", "", `events file, one JSON line per answered request ("-" = stdout)`)
@@ -77,6 +78,9 @@ func run(args []string) error {
 	set(&cfg.APITokenFile, *tokenFile)
 	if *lab {
 		cfg.LabSubscribers = true
+	}
+	if *labCount != 0 {
+		cfg.LabSubscriberCount = *labCount
 	}
 	if *anyPeer {
 		cfg.AllowAnyPeer = true

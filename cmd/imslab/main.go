@@ -58,6 +58,8 @@ commands:
         interleaved and resumable; study.json and study.md with n, 95 % CI and provenance (docs/study.md)
   bench [--rate 100] [--duration 20s] [--steps kamailio,lab,…]   CPU per call per proxy hop of the lab's proxy
         and of Kamailio under the same SIPp load, alternately; bench.md and bench.json (docs/performance.md)
+  memory <run-dir>   the memory point of a run: every node's resident memory before the phones registered,
+        at t0 and at its peak after t0, and the phones' process apart (scripts/memory-point.sh)
 
 run "imslab <command> -h" for the flags of a command`
 
@@ -90,6 +92,8 @@ func main() {
 		os.Exit(runStudy(os.Args[2:], os.Stdout, os.Stderr))
 	case "bench":
 		os.Exit(runBench(os.Args[2:], os.Stdout, os.Stderr))
+	case "memory":
+		os.Exit(memory(os.Args[2:], os.Stdout, os.Stderr))
 	case "-h", "-help", "--help", "help":
 		fmt.Println(usage)
 		return
@@ -136,6 +140,16 @@ func up(args []string, out io.Writer) error {
 	if *topoPath != "" {
 		if t, err = topology.Load(*topoPath); err != nil {
 			return err
+		}
+	}
+	if *phones > topology.MaxLabSubscribers {
+		return fmt.Errorf("up: --phones %d: the lab provisions at most user%d", *phones, topology.MaxLabSubscribers)
+	}
+	if t.HSS.LabSubscribers && *phones > max(t.HSS.LabSubscriberCount, 1000) {
+		t.HSS.LabSubscriberCount = *phones // the HSS provisions user0001…user<phones>
+		// It imports them before it is ready (docs/hss.md, "Lab subscribers").
+		if *phones > 10000 {
+			*readyTimeout = max(*readyTimeout, 30*time.Second+time.Duration(*phones)*time.Millisecond)
 		}
 	}
 	dir := *runDir

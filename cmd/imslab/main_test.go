@@ -157,12 +157,12 @@ var _ = Describe("imslab up", Label("e2e"), func() {
 		Eventually(s).Should(gexec.Exit(2))
 	})
 
-	It("overrides a scenario's phones with --phones, and refuses a count the scenario format cannot number", func() {
-		s, err := gexec.Start(exec.Command(bin, "run", "../../scenarios/storm-pcscf-loadsharing.yaml", "--phones", "20000",
+	It("overrides a scenario's phones with --phones, and refuses a count the lab cannot provision", func() {
+		s, err := gexec.Start(exec.Command(bin, "run", "../../scenarios/storm-pcscf-loadsharing.yaml", "--phones", "1000000",
 			"--out", filepath.Join(GinkgoT().TempDir(), "x")), GinkgoWriter, GinkgoWriter)
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(s).Should(gexec.Exit(2))
-		Expect(s.Err).To(gbytes.Say(`--phones: .*traffic.phones: users 1..20000 go beyond user9999`))
+		Expect(s.Err).To(gbytes.Say(`--phones: .*traffic.phones: users 1..1000000 go beyond user999999, the largest population the lab provisions`))
 	})
 
 	It("refuses mutual with an odd number of active members before running anything, and says how to fix it", func() {

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/imslab/quasipool/internal/cx"
+	"github.com/imslab/quasipool/internal/hss/store"
 	"github.com/imslab/quasipool/internal/overload"
 )
 
@@ -31,6 +32,9 @@ type Config struct {
 	SubscribersFile string `yaml:"subscribers_file"`
 	// LabSubscribers imports the default lab's test subscribers user0001…user1000 at start.
 	LabSubscribers bool `yaml:"lab_subscribers"`
+	// LabSubscriberCount is how many lab subscribers LabSubscribers imports: user0001…user<count> (0: 1000, at
+	// most store.MaxLabSubscriberCount; numbers keep at least four digits, user10000 follows user9999).
+	LabSubscriberCount int `yaml:"lab_subscriber_count,omitempty"`
 	// CapabilitySets are returned as Server-Capabilities; a subscriber names one, "default" otherwise.
 	CapabilitySets map[string]cx.ServerCapabilities `yaml:"capability_sets"`
 	// EventsFile receives one JSON line per answered request ("" = none, "-" = stdout).
@@ -116,6 +120,10 @@ func (c *Config) Validate() error {
 func (c *Config) validateFields() error {
 	if c.MaxConcurrentHandlers < 0 {
 		return errors.New("hss config: max_concurrent_handlers: must not be negative")
+	}
+	if c.LabSubscriberCount < 0 || c.LabSubscriberCount > store.MaxLabSubscriberCount {
+		return fmt.Errorf("hss config: lab_subscriber_count: must be between 0 (default %d) and %d (user%d), is %d",
+			store.DefaultLabSubscriberCount, store.MaxLabSubscriberCount, store.MaxLabSubscriberCount, c.LabSubscriberCount)
 	}
 	if c.CERTimeout < 0 || c.IdleTimeout < 0 || c.MaxConnections < 0 {
 		return errors.New("hss config: cer_timeout, idle_timeout, max_connections: must not be negative")

@@ -122,7 +122,8 @@ func startHSS(edits ...func(*hss.Config)) *testHSS {
 		Eventually(done, 5*time.Second).Should(Receive(BeNil()))
 		rec.Close()
 	})
-	Eventually(node.Ready(), 5*time.Second).Should(BeClosed())
+	// 30 s: importing a large lab population (12,000 subscribers) takes seconds under the race detector.
+	Eventually(node.Ready(), 30*time.Second).Should(BeClosed())
 
 	token, err := os.ReadFile(cfg.APITokenFile)
 	Expect(err).NotTo(HaveOccurred())

@@ -164,7 +164,11 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) provision(ctx context.Context, db *store.DB) error {
 	var subs []store.Subscriber
 	if n.cfg.LabSubscribers {
-		subs = append(subs, store.DefaultLabSubscribers()...)
+		count := n.cfg.LabSubscriberCount
+		if count == 0 {
+			count = store.DefaultLabSubscriberCount
+		}
+		subs = append(subs, store.LabSubscribers(count)...)
 	}
 	if n.cfg.SubscribersFile != "" {
 		f, err := store.LoadFile(n.cfg.SubscribersFile)
@@ -180,11 +184,13 @@ func (n *Node) provision(ctx context.Context, db *store.DB) error {
 	if len(subs) == 0 {
 		return nil
 	}
+	start := time.Now()
 	added, updated, err := db.Import(ctx, subs)
 	if err != nil {
 		return fmt.Errorf("hss: import subscribers: %w", err)
 	}
-	n.log.Info("subscribers imported", "added", added, "updated", updated, "offered", len(subs))
+	n.log.Info("subscribers imported", "added", added, "updated", updated, "offered", len(subs),
+		"took_ms", time.Since(start).Milliseconds())
 	return nil
 }
 

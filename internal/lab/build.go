@@ -88,6 +88,7 @@ func hssConfig(nc *topology.NodeConfig) hss.Config {
 	c.DataDir = nc.HSS.DataDir
 	c.LabSubscribers = nc.HSS.LabSubscribers
 	c.SubscribersFile = nc.HSS.SubscribersFile
+	c.LabSubscriberCount = nc.HSS.LabSubscriberCount
 	c.EventsFile = nc.EventsFile
 	c.TraceFile = nc.TraceFile
 	c.TraceMaxBytes = nc.TraceMaxBytes

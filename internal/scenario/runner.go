@@ -247,6 +247,12 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 		seed = rand.Int64()
 	}
 	topo := sc.Topology // a copy: the lab must not share the scenario's maps
+	sc.Traffic.Provision(&topo)
+	if n := topo.HSS.LabSubscriberCount; n > 10000 {
+		// The HSS imports its population before it is ready: 100,000 subscribers took 22 s on the loaded
+		// development VM (docs/hss.md, "Lab subscribers"); 1 ms each on top of the lab's 30 s keeps a margin.
+		r.cfg.ReadyTimeout = max(r.cfg.ReadyTimeout, 30*time.Second+time.Duration(n)*time.Millisecond)
+	}
 	// The faults' random instants and victims (jitter, random:<pool>) are drawn here, from the seed.
 	sc = sc.Resolve(seed)
 	r.sc = sc
@@ -282,6 +288,9 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 	labDown := sync.OnceValue(l.Down)
 	defer labDown()
 	if rec, ok := l.(EventRecorder); ok {
+		stopSelf, selfDone := make(chan struct{}), make(chan struct{})
+		defer func() { close(stopSelf); <-selfDone }()
+		go func() { defer close(selfDone); sampleSelf(rec, stopSelf) }() // the phones' process (imslab memory)
 		for i, f := range sc.Faults {
 			if f.drawn { // the draw, in the lab's events beside the fault itself
 				rec.Event("fault_drawn", map[string]any{"index": i, "fault": f.Kind, "target": f.Target,

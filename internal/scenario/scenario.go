@@ -389,6 +389,31 @@ func (s *Scenario) Validate() error {
 	return errors.Join(v.errs...)
 }
 
+// MaxUser is the largest subscriber number a scenario's phones and probers may use: user999999. User names keep
+// at least four digits (user0001…user9999, then user10000…); the lab's HSS provisions user0001…user<last> for
+// the run (topology.MaxLabSubscribers).
+const MaxUser = topology.MaxLabSubscribers
+
+// LastUser is the highest subscriber number the traffic uses: the last phone, or the last reachability prober.
+func (t *Traffic) LastUser() int {
+	last := t.FirstUser + t.Phones - 1
+	r := t.Reachability
+	r.ApplyDefaults()
+	if r.Interval > 0 {
+		last += r.Probers
+	}
+	return last
+}
+
+// Provision raises the topology's lab population (hss.lab_subscriber_count) so that the HSS provisions every
+// subscriber the traffic uses, user0001…user<LastUser>. It leaves the topology alone when the lab's subscribers
+// are off (lab_subscribers: false, a subscribers_file provisions them) or already cover the traffic.
+func (t *Traffic) Provision(topo *topology.Topology) {
+	if last := t.LastUser(); topo.HSS.LabSubscribers && last > max(topo.HSS.LabSubscriberCount, 1000) {
+		topo.HSS.LabSubscriberCount = last
+	}
+}
+
 func badRate(r float64) bool { return r < 0 || math.IsNaN(r) || math.IsInf(r, 0) }
 
 func (t *Traffic) validate(v *validator) {
@@ -397,8 +422,9 @@ func (t *Traffic) validate(v *validator) {
 		v.add("traffic.phones", "must be at least 1, is %d", t.Phones)
 	case t.FirstUser < 1:
 		v.add("traffic.first_user", "must be at least 1, is %d", t.FirstUser)
-	case t.FirstUser+t.Phones-1 > 9999:
-		v.add("traffic.phones", "users %d..%d go beyond user9999", t.FirstUser, t.FirstUser+t.Phones-1)
+	case t.FirstUser+t.Phones-1 > MaxUser:
+		v.add("traffic.phones", "users %d..%d go beyond user%d, the largest population the lab provisions",
+			t.FirstUser, t.FirstUser+t.Phones-1, MaxUser)
 	}
 	if badRate(t.RegisterRate) || t.RegisterRate == 0 {
 		v.add("traffic.register_rate", "must be a positive number, is %v", t.RegisterRate)
@@ -453,9 +479,9 @@ func (t *Traffic) validate(v *validator) {
 	if err := r.Validate("traffic.reachability"); err != nil {
 		field, msg, _ := strings.Cut(err.Error(), ": ")
 		v.add(field, "%s", msg)
-	} else if r.Interval > 0 && t.FirstUser+t.Phones+r.Probers-1 > 9999 {
-		v.add("traffic.reachability.probers", "prober users %d..%d go beyond user9999", t.FirstUser+t.Phones,
-			t.FirstUser+t.Phones+r.Probers-1)
+	} else if r.Interval > 0 && t.FirstUser+t.Phones+r.Probers-1 > MaxUser {
+		v.add("traffic.reachability.probers", "prober users %d..%d go beyond user%d, the largest the lab provisions",
+			t.FirstUser+t.Phones, t.FirstUser+t.Phones+r.Probers-1, MaxUser)
 	}
 }
 

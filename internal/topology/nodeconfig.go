@@ -104,6 +104,8 @@ type HSSNodeConfig struct {
 	OriginRealm     string `yaml:"origin_realm"`
 	LabSubscribers  bool   `yaml:"lab_subscribers"`
 	SubscribersFile string `yaml:"subscribers_file,omitempty"`
+	// LabSubscriberCount: user0001…user<count> (0: the HSS's default, 1000).
+	LabSubscriberCount int `yaml:"lab_subscriber_count,omitempty"`
 }
 
 // NodeOption adjusts the paths written into node configurations.
@@ -183,7 +185,7 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 		}
 		c.HSS = &HSSNodeConfig{DiameterListen: n.Endpoint(PortDiameter), HTTPListen: n.Endpoint(PortHTTP),
 			DataDir: dataDir, OriginHost: n.FQDN, OriginRealm: t.Domain, LabSubscribers: t.HSS.LabSubscribers,
-			SubscribersFile: t.HSS.SubscribersFile}
+			SubscribersFile: t.HSS.SubscribersFile, LabSubscriberCount: t.HSS.LabSubscriberCount}
 	case KindBAC:
 		c.Peers.PCSCFPool = t.FQDN(string(KindPCSCF))
 		if t.Networks != nil {

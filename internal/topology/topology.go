@@ -76,6 +76,10 @@ type DNS struct {
 	TTL    time.Duration `yaml:"ttl"`            // TTL of every record, whole seconds (default 1s)
 }
 
+// MaxLabSubscribers is the largest lab population: user0001 … user999999 (the HSS's store.MaxLabSubscriberCount).
+// Lab user names keep at least four digits: user0001…user9999 as ever, then user10000, user100000.
+const MaxLabSubscribers = 999_999
+
 // HSS describes the Home Subscriber Server.
 type HSS struct {
 	Host         string `yaml:"host,omitempty"` // default "hss"
@@ -86,6 +90,9 @@ type HSS struct {
 	LabSubscribers bool `yaml:"lab_subscribers"`
 	// SubscribersFile is an optional provisioning file the HSS imports at start.
 	SubscribersFile string `yaml:"subscribers_file,omitempty"`
+	// LabSubscriberCount is how many lab subscribers the HSS imports: user0001…user<count> (0: 1000). A scenario
+	// run and imslab up --phones raise it to their last phone (probers included).
+	LabSubscriberCount int `yaml:"lab_subscriber_count,omitempty"`
 }
 
 // Host describes a single SIP node (BAC, I-CSCF).

@@ -299,3 +299,26 @@ var _ = Describe("Nodes", Label("unit"), func() {
 		Expect(ok).To(BeFalse())
 	})
 })
+
+var _ = Describe("lab population", Label("unit"), func() {
+	It("passes hss.lab_subscriber_count to the HSS's configuration", func() {
+		t := topology.Default()
+		t.HSS.LabSubscriberCount = 12000
+		Expect(t.Validate()).To(Succeed())
+		nc, err := t.NodeConfig("hss")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nc.HSS.LabSubscriberCount).To(Equal(12000))
+		b, err := nc.Marshal()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(b)).To(ContainSubstring("lab_subscriber_count: 12000"))
+	})
+	DescribeTable("refuses a population it cannot provision, naming the field and the limit", func(n int) {
+		t := topology.Default()
+		t.HSS.LabSubscriberCount = n
+		Expect(t.Validate()).To(MatchError(ContainSubstring(
+			"topology: hss.lab_subscriber_count: must be between 0 (the default, 1000) and 999999 (user999999)")))
+	},
+		Entry("negative", -5),
+		Entry("a million", 1_000_000),
+	)
+})

@@ -229,6 +229,10 @@ func (t *Topology) Validate() error {
 	v.ip("hss.address", t.HSS.Address)
 	v.port("hss.diameter_port", t.HSS.DiameterPort)
 	v.port("hss.http_port", t.HSS.HTTPPort)
+	if c := t.HSS.LabSubscriberCount; c < 0 || c > MaxLabSubscribers {
+		v.add("hss.lab_subscriber_count", "must be between 0 (the default, 1000) and %d (user%d), is %d",
+			MaxLabSubscribers, MaxLabSubscribers, c)
+	}
 	v.host("bac", t.BAC)
 	v.host("icscf", t.ICSCF)
 	v.pool("pools.pcscf", t.Pools.PCSCF)

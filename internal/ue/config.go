@@ -87,16 +87,20 @@ type Config struct {
 	} `yaml:"log"`
 }
 
-// UserRange names the subscribers prefix+number, zero-padded to Digits: user0001…, password passNNNN.
+// UserRange names the subscribers prefix+number, zero-padded to at least Digits: user0001…user9999, then
+// user10000… (as the HSS generates them), password passNNNN.
 type UserRange struct {
 	From           int    `yaml:"from"`            // first number (0 = 1)
 	Count          int    `yaml:"count"`           // number of phones (default 1)
-	Digits         int    `yaml:"digits"`          // zero-padded width (default 4)
+	Digits         int    `yaml:"digits"`          // minimum zero-padded width (default 4); larger numbers get more digits
 	Prefix         string `yaml:"prefix"`          // user name prefix (default user)
 	PasswordPrefix string `yaml:"password_prefix"` // password = prefix + number (default pass)
 }
 
-// User returns the user name of subscriber n (user0001).
+// MaxUser is the largest subscriber number a phone may use (user999999; topology.MaxLabSubscribers).
+const MaxUser = 999_999
+
+// User returns the user name of subscriber n (user0001, user10000).
 func (r UserRange) User(n int) string { return r.Prefix + r.pad(n) }
 
 // Password returns the SIP Digest password of subscriber n (pass0001).
@@ -211,8 +215,9 @@ func (c *Config) Validate() error {
 		return bad("users.count", "must be at least 1, is %d", u.Count)
 	case u.Prefix == "":
 		return bad("users.prefix", "must not be empty")
-	case float64(u.From+u.Count-1) >= math.Pow10(u.Digits):
-		return bad("users.count", "users %d..%d do not fit in %d digits", u.From, u.From+u.Count-1, u.Digits)
+	case u.From+u.Count-1 > MaxUser:
+		return bad("users.count", "users %d..%d go beyond user%d, the largest the lab provisions", u.From,
+			u.From+u.Count-1, MaxUser)
 	}
 	switch {
 	case c.Expires < 1:
@@ -237,9 +242,9 @@ func (c *Config) Validate() error {
 		return bad("callee_from", "must not be negative")
 	case c.CalleeCount < 0:
 		return bad("callee_count", "must not be negative")
-	case c.CalleeCount > 0 && float64(c.CalleeFrom+c.CalleeCount-1) >= math.Pow10(u.Digits):
-		return bad("callee_count", "callees %d..%d do not fit in %d digits", c.CalleeFrom,
-			c.CalleeFrom+c.CalleeCount-1, u.Digits)
+	case c.CalleeCount > 0 && c.CalleeFrom+c.CalleeCount-1 > MaxUser:
+		return bad("callee_count", "callees %d..%d go beyond user%d", c.CalleeFrom, c.CalleeFrom+c.CalleeCount-1,
+			MaxUser)
 	case c.Timers.T1 < 0:
 		return bad("timers.t1", "must not be negative")
 	case c.OnRestoration504 != RestorationReregister && c.OnRestoration504 != RestorationIgnore:
@@ -254,8 +259,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ue config: %w", err)
 	}
 	if c.Reachability.Interval > 0 {
-		if last := u.From + u.Count + c.Reachability.Probers - 1; float64(last) >= math.Pow10(u.Digits) {
-			return bad("reachability.probers", "prober users up to %d do not fit in %d digits", last, u.Digits)
+		if last := u.From + u.Count + c.Reachability.Probers - 1; last > MaxUser {
+			return bad("reachability.probers", "prober users up to %d go beyond user%d", last, MaxUser)
 		}
 	}
 	return nil

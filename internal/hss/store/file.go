@@ -159,8 +159,22 @@ func Generate(prefix string, from, count, digits int, domain, passwordPrefix str
 	return subs
 }
 
+// DefaultLabSubscriberCount is how many lab subscribers the HSS provisions by default (user0001…user1000).
+const DefaultLabSubscriberCount = 1000
+
+// MaxLabSubscriberCount bounds the lab's population: user0001 … user999999 (the numbers keep at least four
+// digits, so user0001…user9999 are unchanged and user10000 follows user9999).
+const MaxLabSubscriberCount = 999_999
+
 // DefaultLabSubscribers returns the default lab's test subscribers: user0001@ims.test … user1000@ims.test with
 // IMPU sip:userNNNN@ims.test, realm ims.test and password passNNNN.
 func DefaultLabSubscribers() []Subscriber {
-	return Generate("user", 1, 1000, 4, "ims.test", "pass")
+	return LabSubscribers(DefaultLabSubscriberCount)
+}
+
+// LabSubscribers returns the lab's test subscribers user0001@ims.test … user<count>@ims.test (IMPU
+// sip:userN@ims.test, password passN, N zero-padded to at least four digits: user0001, user9999, user10000,
+// user100000). A count <= 0 gives nil.
+func LabSubscribers(count int) []Subscriber {
+	return Generate("user", 1, count, 4, "ims.test", "pass")
 }
