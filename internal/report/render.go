@@ -318,20 +318,9 @@ func htmlReport(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
 	}
 	if rows := refusalRows(s); len(rows) > 0 {
 		fmt.Fprintf(&b, "<h2 id=\"refused\">Refused requests</h2>\n<p>%d requests refused by the nodes (SIP 403 with a <code>refused</code> "+
-			"event, or refused by the HSS on Cx): by node and reason in summary.json, <code>security.refused</code>.</p>\n<table>\n<tr>",
+			"event, or refused by the HSS on Cx): by node and reason in summary.json, <code>security.refused</code>.</p>\n",
 			s.Security.RefusedTotal)
-		for _, c := range refusalColumns {
-			fmt.Fprintf(&b, "<th>%s</th>", e(c))
-		}
-		b.WriteString("</tr>\n")
-		for _, row := range rows {
-			b.WriteString("<tr>")
-			for _, v := range row {
-				fmt.Fprintf(&b, "<td>%s</td>", e(v))
-			}
-			b.WriteString("</tr>\n")
-		}
-		b.WriteString("</table>\n")
+		writeHTMLTable(&b, refusalColumns, rows)
 	}
 	b.WriteString(stormHTML(s))
 	if s.Pcap.File != "" {

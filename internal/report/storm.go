@@ -285,21 +285,7 @@ func stormMarkdown(s *Summary) string {
 func stormHTML(s *Summary) string {
 	var b strings.Builder
 	e := html.EscapeString
-	table := func(cols []string, rows [][]string) {
-		b.WriteString("<table>\n<tr>")
-		for _, c := range cols {
-			fmt.Fprintf(&b, "<th>%s</th>", e(c))
-		}
-		b.WriteString("</tr>\n")
-		for _, row := range rows {
-			b.WriteString("<tr>")
-			for _, v := range row {
-				fmt.Fprintf(&b, "<td>%s</td>", e(v))
-			}
-			b.WriteString("</tr>\n")
-		}
-		b.WriteString("</table>\n")
-	}
+	table := func(cols []string, rows [][]string) { writeHTMLTable(&b, cols, rows) }
 	if len(s.Overload) > 0 {
 		fmt.Fprintf(&b, "<h2 id=\"shed-load\">Shed load</h2>\n<p>%s</p>\n", e(shedLoadIntro))
 		table(overloadColumns, overloadRows(s))
@@ -329,4 +315,22 @@ func intsLine(xs []int) string {
 		parts = append(parts, fmt.Sprint(x))
 	}
 	return "`" + strings.Join(parts, " ") + "`"
+}
+
+// writeHTMLTable writes a table with a header row of cols and one row per entry of rows, every cell escaped.
+func writeHTMLTable(b *strings.Builder, cols []string, rows [][]string) {
+	e := html.EscapeString
+	b.WriteString("<table>\n<tr>")
+	for _, c := range cols {
+		fmt.Fprintf(b, "<th>%s</th>", e(c))
+	}
+	b.WriteString("</tr>\n")
+	for _, row := range rows {
+		b.WriteString("<tr>")
+		for _, v := range row {
+			fmt.Fprintf(b, "<td>%s</td>", e(v))
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</table>\n")
 }
