@@ -466,23 +466,17 @@ func curveBand(runs []userTimes, grid []float64, seed uint64) (lo, hi []float64)
 // ecdfFigure: the empirical CDF of each affected user's MO and MT interruption (fault → its first successful
 // call in that direction answered), per scheme, on a log time axis.
 func ecdfFigure(er *ExperimentResult, data []*schemeData, _ uint64) (*plot.Plot, Figure, error) {
-	lo, hi := math.Inf(1), 0.0
-	found := false
+	var series [][]float64
 	for _, d := range data {
-		for _, x := range slices.Concat(d.mo, d.mt) {
-			if x > 0 {
-				lo, hi, found = min(lo, x), max(hi, x), true
-			}
-		}
+		series = append(series, d.mo, d.mt)
 	}
+	lo, hi, found := positiveRange(series...)
 	if !found {
 		return nil, Figure{}, nil
 	}
 	p := newPlot(fmt.Sprintf("%s: interruption of the affected users (ECDF)", er.Name),
 		"time from the fault to the first answered call (s, log scale)", "share of the users with an answered call")
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.X.Min, p.X.Max = lo/1.25, hi*1.25
+	logTimeAxis(p, lo, hi)
 	entries := 0
 	for _, d := range data {
 		entries += min(len(d.mo), 1) + min(len(d.mt), 1)
@@ -639,23 +633,17 @@ func readFigures(dir string) (map[string]ExperimentResult, error) {
 // in that direction (users never restored keep the curve below 1). The interruption of service measured by the
 // probes, which every affected user has, where the ECDF of the users' own calls needs them to call.
 func restoreECDFFigure(er *ExperimentResult, data []*schemeData, _ uint64) (*plot.Plot, Figure, error) {
-	lo, hi := math.Inf(1), 0.0
-	found := false
+	var series [][]float64
 	for _, d := range data {
-		for _, x := range slices.Concat(d.moRestore, d.mtRestore) {
-			if x > 0 {
-				lo, hi, found = min(lo, x), max(hi, x), true
-			}
-		}
+		series = append(series, d.moRestore, d.mtRestore)
 	}
+	lo, hi, found := positiveRange(series...)
 	if !found {
 		return nil, Figure{}, nil
 	}
 	p := newPlot(fmt.Sprintf("%s: time to restore MT and MO per probed user (ECDF)", er.Name),
 		"time from the fault to the first answered probe placed (s, log scale)", "share of the probed users restored")
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.X.Min, p.X.Max = lo/1.25, hi*1.25
+	logTimeAxis(p, lo, hi)
 	entries := 0
 	for _, d := range data {
 		entries += min(d.moProbed, 1) + min(d.mtProbed, 1)
@@ -718,4 +706,24 @@ func restoreECDFFigure(er *ExperimentResult, data []*schemeData, _ uint64) (*plo
 	}
 	return p, Figure{Kind: "restore_ecdf", SVG: er.Name + "-restore-ecdf", Title: "Time to restore MT and MO (ECDF)",
 		Caption: caption}, nil
+}
+
+// positiveRange is the smallest and largest positive value of the series (false when there is none).
+func positiveRange(series ...[]float64) (lo, hi float64, found bool) {
+	lo = math.Inf(1)
+	for _, xs := range series {
+		for _, x := range xs {
+			if x > 0 {
+				lo, hi, found = min(lo, x), max(hi, x), true
+			}
+		}
+	}
+	return lo, hi, found
+}
+
+// logTimeAxis puts p's x axis on a log scale around [lo, hi] with decade ticks.
+func logTimeAxis(p *plot.Plot, lo, hi float64) {
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.X.Min, p.X.Max = lo/1.25, hi*1.25
 }
