@@ -107,6 +107,9 @@ type PeerState struct {
 	Probes               uint64 // probes finished
 	ProbeFailures        uint64 // of which failed
 	LastProbeError       string // "" when the last probe succeeded
+	// ExcusedTimeouts counts transactions that got no answer while the peer answered something else after they
+	// were sent (TransactionTimedOut): the silence was further downstream, the peer stayed up.
+	ExcusedTimeouts uint64
 }
 
 // State returns "up" or "down".
@@ -144,6 +147,8 @@ type peer struct {
 	probes     uint64
 	probeFails uint64
 	lastErr    string
+	heard      time.Time // last answer from the peer: a probe answered, a transaction answered (provisional or final)
+	excused    uint64    // timeouts not held against the peer: it answered something after the request was sent
 }
 
 // HealthOption configures a Health.
@@ -257,6 +262,10 @@ func (h *Health) IsDown(addr string) bool {
 func (h *Health) TransactionFailed(t Target, reason string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.transactionFailedLocked(t, reason)
+}
+
+func (h *Health) transactionFailedLocked(t Target, reason string) {
 	p := h.peerLocked(t)
 	p.oks = 0
 	now := h.clock.Now()
@@ -270,6 +279,38 @@ func (h *Health) TransactionFailed(t Target, reason string) {
 		p.watched = true
 		h.startLocked(p)
 	}
+}
+
+// Now is the time on the Health's clock: what a caller of TransactionTimedOut stamps a request with when it
+// sends it.
+func (h *Health) Now() time.Time { return h.clock.Now() }
+
+// Heard records that t answered something (a provisional response, for one), so it is alive now. Unknown peers
+// stay unknown: only peers that are watched or have failed before are tracked.
+func (h *Health) Heard(t Target) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.peers[t.Addr]; p != nil {
+		p.heard = h.clock.Now()
+	}
+}
+
+// TransactionTimedOut is passive detection of a transaction sent to t at sent (Now) that got no answer at all.
+// If t answered anything after sent (a probe, another transaction, a provisional response) it is alive and the
+// silence comes from further downstream: a stateful proxy forwards a non-INVITE request without answering it
+// until its own next hop answers, so when a node dies every proxy on the path to it times out at about the same
+// moment, and each would otherwise take its live next hop down (RFC 4321 §2 describes the same cascade). Such a
+// timeout is counted (PeerState.ExcusedTimeouts) and changes nothing. Otherwise it is TransactionFailed(t,
+// ReasonTimeout): the peer goes down at once.
+func (h *Health) TransactionTimedOut(t Target, sent time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.peers[t.Addr]; p != nil && p.heard.After(sent) {
+		p.excused++
+		h.log.Debug("no answer, but the peer answered since: not taken down", "peer", t.Name, "addr", t.Addr)
+		return
+	}
+	h.transactionFailedLocked(t, ReasonTimeout)
 }
 
 // TransactionSucceeded is passive detection: a transaction to t got an answer that is not a failure (any final
@@ -286,6 +327,7 @@ func (h *Health) TransactionSucceeded(t Target) {
 		return
 	}
 	now := h.clock.Now()
+	p.heard = now
 	h.expireLocked(p, now)
 	switch {
 	case !p.down:
@@ -306,7 +348,7 @@ func (h *Health) Snapshot() []PeerState {
 		out = append(out, PeerState{
 			Name: p.name, Addr: p.addr, Down: p.down, Since: p.since, Reason: p.reason, Watched: p.watched,
 			ConsecutiveFailures: p.fails, ConsecutiveSuccesses: p.oks,
-			Probes: p.probes, ProbeFailures: p.probeFails, LastProbeError: p.lastErr,
+			Probes: p.probes, ProbeFailures: p.probeFails, LastProbeError: p.lastErr, ExcusedTimeouts: p.excused,
 		})
 	}
 	slices.SortFunc(out, func(a, b PeerState) int { return cmp.Compare(a.Addr, b.Addr) })
@@ -447,6 +489,7 @@ func (h *Health) probeResult(p *peer, err error) {
 	defer h.mu.Unlock()
 	p.probes++
 	if err == nil {
+		p.heard = h.clock.Now()
 		p.lastErr = ""
 		p.fails = 0
 		p.oks++

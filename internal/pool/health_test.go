@@ -139,6 +139,45 @@ var _ = Describe("Health", Label("unit"), func() {
 		Expect(r.h.IsDown(a)).To(BeTrue())
 	})
 
+	It("does not take down a peer that timed out on one request but answered a probe after it was sent", func() {
+		// The cascade it prevents: pcscf1 dies; a BYE to a user behind it waits at the S-CSCF, which answers nothing
+		// until its own timer fires, and every proxy upstream times out at the same moment. The P-CSCF before it
+		// answered its probes all along: it is alive, the silence is downstream.
+		r := newRig(pool.HealthConfig{Interval: time.Second, FailuresToDown: 2})
+		r.h.Watch(pcscf1)
+		r.prober.Set(a, nil)
+		r.run()
+		r.settle(a, 1, 1)
+		sent := r.h.Now()
+		r.tick(a, 2) // answered 1 s after the request was sent
+		r.h.TransactionTimedOut(pcscf1, sent)
+		Expect(r.h.IsDown(a)).To(BeFalse())
+		Expect(r.events.PeerStates()).To(BeEmpty())
+		Expect(r.h.Snapshot()).To(ConsistOf(gstruct.MatchFields(gstruct.IgnoreExtras, gstruct.Fields{
+			"Addr": Equal(a), "Down": BeFalse(), "ExcusedTimeouts": BeEquivalentTo(1)})))
+
+		// A provisional response (Heard) counts as much as a probe.
+		sent = r.h.Now()
+		r.clk.Advance(100 * time.Millisecond)
+		r.h.Heard(pcscf1)
+		r.h.TransactionTimedOut(pcscf1, sent)
+		Expect(r.h.IsDown(a)).To(BeFalse())
+
+		// Silent since the request was sent: down at once, as a failed transaction.
+		r.clk.Advance(100 * time.Millisecond)
+		r.h.TransactionTimedOut(pcscf1, r.h.Now())
+		Expect(r.h.IsDown(a)).To(BeTrue())
+		Expect(r.events.PeerStates()).To(Equal([]map[string]string{peerEvent("pcscf1.ims.test", a, "down", "timeout")}))
+	})
+
+	It("takes down a peer it never heard from when a request to it times out", func() {
+		r := newRig(pool.HealthConfig{})
+		r.h.TransactionTimedOut(pcscf2, r.h.Now())
+		Expect(r.h.IsDown(pcscf2.Addr)).To(BeTrue())
+		r.h.Heard(pool.Target{Name: "x.ims.test", Addr: "192.0.2.1:5060"}) // unknown peers stay unknown
+		Expect(r.h.Snapshot()).To(HaveLen(1))
+	})
+
 	It("takes a peer down at once on a failed transaction; only probes bring it back", func() {
 		r := newRig(pool.HealthConfig{Interval: time.Second, FailuresToDown: 3, SuccessesToUp: 1})
 		r.h.Watch(pcscf1)

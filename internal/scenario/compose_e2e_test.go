@@ -48,7 +48,7 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 			}))
 		GinkgoWriter.Println(out.String())
 		Expect(err).NotTo(HaveOccurred(), out.String())
-		Expect(o.Passed).To(BeTrue(), out.String())
+		Expect(o.Passed).To(BeTrue(), failedExpectations(o)+"\n"+out.String())
 		Expect(out.String()).To(ContainSubstring("compose backend"))
 
 		// The same run directory as the local backend.

@@ -267,6 +267,14 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 
 	var out Outcome
 	rnd := f.requestRand(req)
+	// Passive detection only for the members of a pool (a hop resolved through SRV): they are probed, and there
+	// is another member to fail over to. A hop named by its address is a phone's contact (or a host outside the
+	// pools): the lab's phones share one socket, so one phone's silence would take every phone behind that
+	// address down, and with it every ACK and request the node sends them.
+	health := f.health
+	if hop.SRV == "" {
+		health = nil
+	}
 	for out.Attempts < f.cfg.MaxAttempts {
 		targets, err := f.targets(ctx, hop, tried, rnd)
 		if err != nil {
@@ -283,24 +291,36 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 		tried[t.Addr] = true
 		out.Attempts++
 		out.Target = t
+		var sent time.Time
+		if health != nil {
+			sent = health.Now()
+		}
 		res, relayed, wasCancelled, err := f.attempt(ctx, stx, base, t, &o, cancelled)
 		out.Final, out.Relayed, out.Cancelled, out.Err = res, relayed, wasCancelled, err
 		switch {
 		case wasCancelled || relayed:
 			return out
 		case err != nil:
-			if f.health != nil {
-				f.health.TransactionFailed(t, failureReason(err))
+			if health != nil {
+				if r := failureReason(err); r == pool.ReasonTimeout {
+					// Not held against a peer that answered anything since: the silence is downstream.
+					health.TransactionTimedOut(t, sent)
+				} else {
+					health.TransactionFailed(t, r)
+				}
 			}
 			continue
 		case Retryable(res.StatusCode) && !IsRestoration(res):
-			if f.health != nil && f.cfg.DownOn5xx {
-				f.health.TransactionFailed(t, strconv.Itoa(res.StatusCode))
+			switch {
+			case health != nil && f.cfg.DownOn5xx:
+				health.TransactionFailed(t, strconv.Itoa(res.StatusCode))
+			case health != nil:
+				health.Heard(t) // it answered: alive, if busy
 			}
 			continue
 		default:
-			if f.health != nil {
-				f.health.TransactionSucceeded(t)
+			if health != nil {
+				health.TransactionSucceeded(t)
 			}
 			return out
 		}
@@ -311,9 +331,9 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 func failureReason(err error) string {
 	switch {
 	case errors.Is(err, ErrNoAnswer), errors.Is(err, sip.ErrTransactionTimeout):
-		return "timeout"
+		return pool.ReasonTimeout
 	default:
-		return "transport_error"
+		return pool.ReasonTransportError
 	}
 }
 
@@ -375,6 +395,9 @@ func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base
 				if !gotProvisional {
 					gotProvisional = true
 					timer.Reset(proceeding)
+					if f.health != nil {
+						f.health.Heard(t)
+					}
 				}
 				if res.StatusCode != 100 {
 					relayed = true

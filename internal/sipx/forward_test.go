@@ -164,6 +164,19 @@ var _ = Describe("Forwarder", Label("integration"), func() {
 		Expect(time.Since(start)).To(BeNumerically("<", 250*time.Millisecond))
 	})
 
+	It("does not take down an address that is not a pool member when a request to it times out", SpecTimeout(10*time.Second), func(sctx SpecContext) {
+		// The lab's phones share one socket: one silent phone must not take every phone behind it down.
+		phones := deadAddr()
+		f, h := newForwarder(pool.NewStaticResolver())
+		out := f.Forward(sctx, nil, message(), sipx.AddrHop(phones))
+		Expect(out.Final).To(BeNil())
+		Expect(out.Err).To(MatchError(sipx.ErrNoAnswer))
+		Expect(h.IsDown(phones)).To(BeFalse())
+		ts, err := f.Targets(sctx, sipx.AddrHop(phones), nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ts).To(HaveLen(1), "the next request (an ACK, say) is still sent")
+	})
+
 	It("never retries a final answer other than 408/503/504", SpecTimeout(10*time.Second), func(sctx SpecContext) {
 		forbidden := startPeer(403)
 		ok := startPeer(200)
