@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 )
 
 const binWidthS = 2.0
@@ -133,7 +134,13 @@ func (r *run) nodeAddrs(name string) map[string]bool {
 	return m
 }
 
-// detect fills the time to detect of one fault: the first peer_state down event about the target at each node.
+// detectGrace is how long after a fault's heal a peer_state down event still counts as detecting it: a probe sent
+// just before the heal times out up to its timeout (0.5 s by default) later. A down event later than that is about
+// something else (loss-pcscf: the BAC lost two probes in a row 11 s after the loss was healed).
+const detectGrace = time.Second
+
+// detect fills the time to detect of one fault: the first peer_state down event about the target at each node,
+// from the fault to its heal (+ detectGrace) or the end of the run.
 func (a *analysis) detect(r *run, f *Fault) {
 	addrs, names := map[string]bool{}, map[string]bool{}
 	for _, n := range f.nodes() {
@@ -143,8 +150,12 @@ func (a *analysis) detect(r *run, f *Fault) {
 		}
 	}
 	var first int64
+	until := int64(math.MaxInt64)
+	if f.HealS != nil {
+		until = a.s.StartNs + int64(math.Round(*f.HealS*1e9)) + int64(detectGrace)
+	}
 	for _, e := range r.events {
-		if e.Kind != "peer_state" || e.State != "down" || e.TNs < f.t0Ns || names[e.Node] {
+		if e.Kind != "peer_state" || e.State != "down" || e.TNs < f.t0Ns || e.TNs > until || names[e.Node] {
 			continue
 		}
 		if !addrs[e.Addr] && !names[hostNode(e.Peer)] {

@@ -24,6 +24,8 @@ var _ = Describe("a site fault", Label("unit"), func() {
 		r.event("lab", "fault_heal", 20.3, map[string]any{"fault": "site-down", "target": "site:south"})
 		r.event("bac", "peer_state", 11.7, map[string]any{"peer": "pcscf3.ims.test", "state": "down"})
 		r.event("icscf", "peer_state", 12.0, map[string]any{"peer": "scscf3.ims.test", "state": "down"})
+		r.event("pcscf1", "peer_state", 21.0, map[string]any{"peer": "scscf3.ims.test", "state": "down"}) // in flight at the heal: counts
+		r.event("pcscf2", "peer_state", 26.0, map[string]any{"peer": "pcscf3.ims.test", "state": "down"}) // long after it: another story
 		r.call("c1", 1, 2, 5, "ok", 100, true)
 		r.call("c2", 2, 3, 11, "408", 0, false)
 		r.call("c3", 2, 3, 15, "ok", 100, true)
@@ -36,7 +38,8 @@ var _ = Describe("a site fault", Label("unit"), func() {
 		Expect(f.Nodes).To(Equal([]string{"pcscf3", "scscf3"}))
 		Expect(*f.HealS).To(Equal(20.3))
 		Expect(s.AffectedIMPUs).To(ConsistOf(impu(2), impu(3)))
-		Expect(f.TimeToDetectS).To(Equal(map[string]float64{"bac": 1.5, "icscf": 1.8}))
+		Expect(f.TimeToDetectS).To(Equal(map[string]float64{"bac": 1.5, "icscf": 1.8, "pcscf1": 10.8}),
+			"down events up to 1 s after the heal count, not later ones")
 		Expect(*f.During).To(Equal(report.Window{FromS: 10.2, ToS: 20.2, Calls: 2, Answered: 1, Failed: 1, AnsweredInWindow: 1}))
 		Expect(*f.AfterHeal).To(Equal(report.Window{FromS: 20.3, ToS: 30, Calls: 1, Answered: 1, AnsweredInWindow: 1}))
 		Expect(lookup(s, "faults.0.during.answered")).To(Equal(1.0))
