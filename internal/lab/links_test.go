@@ -129,3 +129,21 @@ var _ = Describe("site links on the namespace backend", Label("netns", "e2e"), f
 			Expect(strings.TrimSpace(q)).NotTo(BeEmpty())
 		})
 })
+
+var _ = Describe("site links without namespaces", Label("e2e"), func() {
+	It("are not applied, and the lab says so in its events instead of passing a one-host run off as a WAN",
+		SpecTimeout(3*time.Minute), func(ctx SpecContext) {
+			t := testTopology()
+			t.Sites = []topology.Site{{Name: "north", Nodes: []string{"dnsd", "hss", "bac", "icscf"}, PCSCF: []int{1},
+				SCSCF: []int{1}}, {Name: "south", PCSCF: []int{2}, SCSCF: []int{2}}}
+			t.LinksBetween = []topology.Link{{Between: []string{"north", "south"}, Loss: 1}}
+			Expect(t.Validate()).To(Succeed())
+			l, err := lab.New(lab.Config{Topology: t, RunDir: GinkgoT().TempDir(), Only: []string{"dnsd"},
+				GracePeriod: 2 * time.Second}, lab.WithLogger(testLogger()))
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func() { _ = l.Down(); _ = l.Close() })
+			Expect(l.Up(ctx)).To(Succeed())
+			Expect(eventsOf(l, "links", "")).To(BeEmpty())
+			Expect(eventsOf(l, "links_not_applied", "")).To(ConsistOf(HaveKeyWithValue("reason", ContainSubstring("--netns"))))
+		})
+})

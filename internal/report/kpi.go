@@ -42,6 +42,13 @@ func (a *analysis) afterFault(impu string, tNs int64) bool {
 }
 
 func analyse(r *run) *analysis {
+	for _, e := range r.events {
+		if e.Kind == "links_not_applied" {
+			r.warnings = append(r.warnings, "the topology's site links (delay, loss, rate between sites) were not "+
+				"applied: "+e.Reason)
+			break
+		}
+	}
 	sc := r.scenario
 	s := &Summary{Scenario: sc.Name, Description: sc.Description, Seed: sc.Seed, StartNs: sc.StartNs, Provenance: sc.Provenance,
 		DurationS: sc.DurationS, Faults: []Fault{}, AffectedIMPUs: []string{}, TimeToDetectS: map[string]float64{},

@@ -22,6 +22,7 @@ var _ = Describe("a site fault", Label("unit"), func() {
 		r.event("lab", "fault", 10.2, map[string]any{"fault": "site-down", "target": "site:south", "nodes": []string{"pcscf3", "scscf3"}})
 		r.event("lab", "fault", 10.21, map[string]any{"fault": "kill", "target": "pcscf3"})
 		r.event("lab", "fault_heal", 20.3, map[string]any{"fault": "site-down", "target": "site:south"})
+		r.event("lab", "links_not_applied", 0.1, map[string]any{"reason": "run with --netns", "links": 1})
 		r.event("bac", "peer_state", 11.7, map[string]any{"peer": "pcscf3.ims.test", "state": "down"})
 		r.event("icscf", "peer_state", 12.0, map[string]any{"peer": "scscf3.ims.test", "state": "down"})
 		r.event("pcscf1", "peer_state", 21.0, map[string]any{"peer": "scscf3.ims.test", "state": "down"}) // in flight at the heal: counts
@@ -43,6 +44,7 @@ var _ = Describe("a site fault", Label("unit"), func() {
 		Expect(*f.During).To(Equal(report.Window{FromS: 10.2, ToS: 20.2, Calls: 2, Answered: 1, Failed: 1, AnsweredInWindow: 1}))
 		Expect(*f.AfterHeal).To(Equal(report.Window{FromS: 20.3, ToS: 30, Calls: 1, Answered: 1, AnsweredInWindow: 1}))
 		Expect(lookup(s, "faults.0.during.answered")).To(Equal(1.0))
+		Expect(s.Warnings).To(ContainElement(ContainSubstring("site links (delay, loss, rate between sites) were not applied: run with --netns")))
 	})
 })
 
