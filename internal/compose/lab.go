@@ -232,6 +232,11 @@ func (l *Lab) Up(ctx context.Context) error {
 		l.events.Emit("lab_up", map[string]any{"run_dir": l.cfg.RunDir, "backend": "compose",
 			"project": l.cfg.Project, "subnet": subnet.String(), "access": b.Networks.Access.String(),
 			"cx": b.Networks.Cx.String(), "nodes": ServiceNames(b.Topology)})
+		if n := len(b.Topology.Links()); n > 0 {
+			reason := "the compose backend does not apply site links yet; run on the local backend with --netns (root)"
+			l.log.Warn("the topology's site links are not applied", "reason", reason)
+			l.events.Emit("links_not_applied", map[string]any{"reason": reason, "links": n})
+		}
 		began := time.Now()
 		upCtx, cancel := context.WithTimeout(ctx, max(3*l.cfg.ReadyTimeout, 90*time.Second))
 		lastErr = l.docker(upCtx, "up", "-d", "--wait")
