@@ -340,8 +340,9 @@ var _ = Describe("network faults in the real lab (every node in its own namespac
 			answered, _ := m.Lookup("calls.answered")
 			total, _ := m.Lookup("calls.total")
 			AddReportEntry("calls answered", fmt.Sprintf("%.0f of %.0f; scenario passed: %t", answered, total, r.outcome.Passed))
-			// The scenario asks ≥ 99 % (what the design should do; it fails today, docs/results.md); this spec
-			// checks that retransmissions carry most calls through, not that the design meets its goal.
+			// The scenario asks ≥ 99 % (what the design should do; it passes since the forwarder relays 2xx
+			// retransmissions, docs/results.md); this spec checks that retransmissions carry most calls through,
+			// whatever the machine's load does to the scenario's own 99 %.
 			Expect(answered).To(BeNumerically(">=", 0.9*total), "retransmissions carried most calls through")
 			failed, _ := m.Lookup("registrations.failed")
 			Expect(failed).To(BeZero())
