@@ -199,14 +199,16 @@ func runBench(args []string, out, errOut io.Writer) int {
 		fmt.Fprintln(errOut, "imslab bench:", err)
 		return 1
 	}
-	if c.has(kindProxy) {
-		fmt.Fprintf(out, "median ratio lab/kamailio: %.2f\n", rep.MedianRatio)
-	}
 	for _, r := range rep.Summary {
-		fmt.Fprintf(out, "target %s %s: measured %s (%s), met: %s\n", r.Measure, r.Target, r.Measured, r.N, r.Met)
+		if r.Measured == "" {
+			fmt.Fprintf(out, "target %s %s: not measured\n", r.Measure, r.Target)
+			continue
+		}
+		fmt.Fprintf(out, "target %s %s: measured %s (n: %s), met: %s\n", r.Measure, r.Target, r.Measured, r.N, r.Met)
 	}
 	fmt.Fprintf(out, "bench.md, bench.json in %s\n", dir)
-	if ctx.Err() != nil {
+	if n := benchFailures(&rep); n > 0 || ctx.Err() != nil {
+		fmt.Fprintf(errOut, "imslab bench: %d step(s) failed or could not run: see the error column of bench.md\n", n)
 		return 1
 	}
 	return 0
@@ -748,12 +750,19 @@ func benchMarkdown(rep *benchReport) string {
 		if rep.ProxyError != "" {
 			fmt.Fprintf(&b, "Not run: %s\n", rep.ProxyError)
 		}
+	}
+	if len(rep.Steps) > 0 {
 		b.WriteString("| step | proxy | rate (calls/s) | n (calls) | failed | unexpected msgs | CPU ms/call | CPU share | ratio lab/kamailio | setup p50 (ms) | setup p95 (ms) | idle CPU share | load after | provenance | error |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rep.Steps {
 			ratio := ""
 			if s.Ratio > 0 {
 				ratio = fmt.Sprintf("%.2f", s.Ratio)
+			}
+			if s.Error != "" {
+				fmt.Fprintf(&b, "| %d | %s | %g |  |  |  |  |  |  |  |  |  | %s | %s, %d CPUs | %s |\n", s.Step, s.Proxy, s.Rate,
+					s.LoadAvg, pv.Short(), pv.CPUs, strings.ReplaceAll(s.Error, "|", "/"))
+				continue
 			}
 			fmt.Fprintf(&b, "| %d | %s | %g | %d | %d | %d | %.3f | %.0f %% | %s | %.0f | %.0f | %.1f %% | %s | %s, %d CPUs | %s |\n", s.Step,
 				s.Proxy, s.Rate, s.Calls, s.Failed, s.Unexpected, s.CPUMsCall, s.CPUShare*100, ratio, s.SetupP50Ms, s.SetupP95Ms,

@@ -262,14 +262,15 @@ func runLabKinds(ctx context.Context, c *benchConfig, root, dir string, rep *ben
 		return
 	}
 	binDir, buildErr := c.BinDir, error(nil)
-	if binDir == "" {
+	if binDir != "" {
+		buildErr = checkBinDir(binDir)
+	} else {
 		fmt.Fprintln(out, "bench: building the node binaries once for every lab step")
 		binDir, buildErr = buildLabBinaries(ctx, root, filepath.Join(dir, "build"))
 	}
 	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelError}))
-	step := 0
+	step := len(rep.Steps) // lab steps are numbered on from the proxy steps
 	labRun := func(name string, sc *scenario.Scenario) (string, error) {
-		step++
 		runDir := filepath.Join(dir, fmt.Sprintf("lab%02d-%s", step, name))
 		if buildErr != nil {
 			return runDir, fmt.Errorf("node binaries: %w", buildErr)
@@ -292,6 +293,7 @@ func runLabKinds(ctx context.Context, c *benchConfig, root, dir string, rep *ben
 	}
 	if c.has(kindCapacity) {
 		for _, r := range c.CallRates {
+			step++
 			s := capacityStep{RateAsked: r, Phones: capacityPhones(r, c.CallHold), DurationS: c.CallDuration.Seconds()}
 			sc, err := benchScenario(fmt.Sprintf("capacity-%g", r), c.PortBase, s.Phones, min(200, max(50, float64(s.Phones)/10)),
 				r, c.CallHold, c.CallDuration, false)
@@ -312,6 +314,7 @@ func runLabKinds(ctx context.Context, c *benchConfig, root, dir string, rep *ben
 	}
 	if c.has(kindRegistration) {
 		for _, r := range c.RegRates {
+			step++
 			s := registrationStep{RateAsked: r, Phones: int(math.Ceil(r * c.RegDuration.Seconds()))}
 			sc, err := benchScenario(fmt.Sprintf("registration-%g", r), c.PortBase, s.Phones, r, 0, 0, 5*time.Second, true)
 			if err == nil {
@@ -331,6 +334,7 @@ func runLabKinds(ctx context.Context, c *benchConfig, root, dir string, rep *ben
 	}
 	if c.has(kindMemory) {
 		for _, n := range c.Phones {
+			step++
 			s := memoryStep{Phones: n, RegRate: c.MemRegRate}
 			sc, err := benchScenario(fmt.Sprintf("memory-%d", n), c.PortBase, n, c.MemRegRate, 0, 0, c.MemHold, true)
 			if err == nil {
@@ -353,6 +357,35 @@ func runLabKinds(ctx context.Context, c *benchConfig, root, dir string, rep *ben
 	}
 }
 
+// benchFailures counts the steps that failed or could not run (the proxy kind skipped as a whole counts one).
+func benchFailures(rep *benchReport) int {
+	n := 0
+	if rep.ProxyError != "" {
+		n++
+	}
+	for _, s := range rep.Steps {
+		if s.Error != "" {
+			n++
+		}
+	}
+	for _, s := range rep.Capacity {
+		if s.Error != "" {
+			n++
+		}
+	}
+	for _, s := range rep.Registration {
+		if s.Error != "" {
+			n++
+		}
+	}
+	for _, s := range rep.Memory {
+		if s.Error != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // buildLabBinaries builds the nodes' binaries once (lab.Build into <dir>/bin) for every lab step.
 func buildLabBinaries(ctx context.Context, root, dir string) (string, error) {
 	l, err := lab.New(lab.Config{Topology: topology.Default(), RunDir: dir, RepoDir: root})
@@ -364,6 +397,18 @@ func buildLabBinaries(ctx context.Context, root, dir string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(dir, "bin"), nil
+}
+
+// checkBinDir fails when a prebuilt binary directory lacks a node of the default lab (the lab would otherwise
+// start without it and the step wait for registrations that cannot happen).
+func checkBinDir(dir string) error {
+	for _, n := range topology.Default().Nodes() {
+		st, err := os.Stat(filepath.Join(dir, string(n.Kind)))
+		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			return fmt.Errorf("--bin-dir %s: no executable %s (build the nodes with go build -o %s ./cmd/%s …)", dir, n.Kind, dir, n.Kind)
+		}
+	}
+	return nil
 }
 
 // capacityPhones is enough phones for rate calls/s: each call keeps a caller and a callee busy for its setup,
@@ -540,32 +585,48 @@ func benchTargets(rep *benchReport) []targetRow {
 	}
 	rows = append(rows, row)
 
-	// Memory: the point at 100k phones when there is one, else a straight line from the largest point (marked).
-	row = targetRow{Measure: "memory of all nodes, 100k registered phones (sum of peaks)",
+	// Memory: the point at 100k phones when there is one, else a straight line through the two largest points
+	// (the memory per extra phone, as scripts/memory-marginal.sh; marked as extrapolated).
+	row = targetRow{Measure: fmt.Sprintf("memory of all nodes, %dk registered phones (sum of peaks after t0)", targetMemPhones/1000),
 		Target: fmt.Sprintf("≤ %.1f GB", targetMemBytes/1e9), Met: "not measured"}
-	var largest *memoryStep
+	var points []*memoryStep
 	for i := range rep.Memory {
-		s := &rep.Memory[i]
-		if s.Point != nil && (largest == nil || s.Phones > largest.Phones) {
-			largest = s
+		if s := &rep.Memory[i]; s.Point != nil && s.Point.RegisteredEnd > 0 {
+			points = append(points, s)
 		}
 	}
-	if largest != nil {
-		p := largest.Point
-		v := float64(p.NodesPeakBytes)
-		row.N = fmt.Sprintf("1 run, %d phones registered", p.RegisteredEnd)
-		row.Measured = fmt.Sprintf("%.2f GB", v/1e9)
-		if largest.Phones != targetMemPhones {
-			v = float64(p.NodesFirstBytes) + p.PerPhoneBytes*targetMemPhones
-			row.Measured = fmt.Sprintf("%.2f GB extrapolated from %d phones (%.0f B/phone)", v/1e9, largest.Phones, p.PerPhoneBytes)
+	slices.SortStableFunc(points, func(a, b *memoryStep) int { return a.Point.RegisteredEnd - b.Point.RegisteredEnd })
+	var at100k *memoryStep
+	for _, s := range points {
+		if s.Phones == targetMemPhones {
+			at100k = s
 		}
+	}
+	switch {
+	case at100k != nil:
+		p := at100k.Point
+		row.Measured = fmt.Sprintf("%.2f GB", float64(p.NodesPeakBytes)/1e9)
+		row.N = fmt.Sprintf("1 run, %d of %d phones registered", p.RegisteredEnd, p.Phones)
 		row.Met = "no"
-		if v <= targetMemBytes {
+		if float64(p.NodesPeakBytes) <= targetMemBytes {
 			row.Met = "yes"
 		}
-		if largest.Phones != targetMemPhones {
-			row.Met += " (extrapolated)"
+	case len(points) >= 2 && points[len(points)-1].Point.RegisteredEnd > points[len(points)-2].Point.RegisteredEnd:
+		a, b := points[len(points)-2].Point, points[len(points)-1].Point
+		per := float64(b.NodesPeakBytes-a.NodesPeakBytes) / float64(b.RegisteredEnd-a.RegisteredEnd)
+		v := float64(b.NodesPeakBytes) + per*float64(targetMemPhones-b.RegisteredEnd)
+		row.Measured = fmt.Sprintf("%.2f GB on a straight line through %d and %d phones (%.0f B per extra phone)",
+			v/1e9, a.RegisteredEnd, b.RegisteredEnd, per)
+		row.N = "2 runs, 1 per point"
+		row.Met = "no (extrapolated)"
+		if v <= targetMemBytes {
+			row.Met = "yes (extrapolated)"
 		}
+	case len(points) == 1:
+		p := points[0].Point
+		row.Measured = fmt.Sprintf("%.2f GB at %d phones; no %dk point and no second point to extrapolate from",
+			float64(p.NodesPeakBytes)/1e9, p.RegisteredEnd, targetMemPhones/1000)
+		row.N = "1 run"
 	}
 	rows = append(rows, row)
 
@@ -596,6 +657,11 @@ func benchLabMarkdown(b *strings.Builder, rep *benchReport) {
 		b.WriteString("| step | rate asked (calls/s) | phones | traffic (s) | n (calls) | answered | failed | answered/s | failed % | setup p95 to 180 (ms) | setup p95 to 200 (ms) | load after | provenance | error |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rep.Capacity {
+			if s.Error != "" {
+				fmt.Fprintf(b, "| %d | %g | %d | %.0f |  |  |  |  |  |  |  | %s | %s | %s |\n", s.Step, s.RateAsked, s.Phones,
+					s.DurationS, s.LoadAvg, prov, errCell(s.Error))
+				continue
+			}
 			fmt.Fprintf(b, "| %d | %g | %d | %.0f | %d | %d | %d | %.1f | %.2f | %.0f | %.0f | %s | %s | %s |\n", s.Step, s.RateAsked,
 				s.Phones, s.DurationS, s.Calls, s.Answered, s.Failed, s.AnsweredPerS, s.FailureShare*100, s.Setup180P95Ms,
 				s.Setup200P95Ms, s.LoadAvg, prov, errCell(s.Error))
@@ -606,6 +672,11 @@ func benchLabMarkdown(b *strings.Builder, rep *benchReport) {
 		b.WriteString("| step | rate asked (/s) | phones | n (attempts) | ok | failed | registered phones | span (s) | registrations/s | failed % | p95 (ms) | load after | provenance | error |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rep.Registration {
+			if s.Error != "" {
+				fmt.Fprintf(b, "| %d | %g | %d |  |  |  |  |  |  |  |  | %s | %s | %s |\n", s.Step, s.RateAsked, s.Phones,
+					s.LoadAvg, prov, errCell(s.Error))
+				continue
+			}
 			fmt.Fprintf(b, "| %d | %g | %d | %d | %d | %d | %d | %.1f | %.1f | %.2f | %.0f | %s | %s | %s |\n", s.Step, s.RateAsked,
 				s.Phones, s.Attempts, s.OK, s.Failed, s.Registered, s.SpanS, s.RegsPerS, s.FailureShare*100, s.P95Ms, s.LoadAvg,
 				prov, errCell(s.Error))
