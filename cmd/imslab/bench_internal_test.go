@@ -164,6 +164,23 @@ var _ = Describe("imslab bench lab kinds", Label("unit"), func() {
 		Expect(readRegistrations(&registrationStep{RunDir: GinkgoT().TempDir()})).To(MatchError(ContainSubstring("records.jsonl")))
 	})
 
+	It("takes the phones' CPU share from their resource samples within the window", func() {
+		dir := GinkgoT().TempDir()
+		Expect(os.MkdirAll(filepath.Join(dir, "events"), 0o755)).To(Succeed())
+		lines := []string{
+			`{"kind":"resource","target":"phones","t_ns":1000000000,"cpu_s":5}`, // before the window
+			`{"kind":"resource","target":"phones","t_ns":2000000000,"cpu_s":6}`,
+			`{"kind":"resource","target":"bac","t_ns":3000000000,"cpu_s":100}`,
+			`{"kind":"resource","target":"phones","t_ns":4000000000,"cpu_s":7}`,
+			`{"kind":"resource","target":"phones","t_ns":6000000000,"cpu_s":7.5}`,
+			`{"kind":"resource","target":"phones","t_ns":9000000000,"cpu_s":50}`, // after it
+		}
+		Expect(os.WriteFile(filepath.Join(dir, "events", "lab.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)).To(Succeed())
+		Expect(phonesCPUShare(dir, 2e9, 6e9)).To(BeNumerically("~", 0.375, 1e-9)) // 1.5 CPU s in 4 s
+		Expect(phonesCPUShare(dir, 2e9, 3e9)).To(BeZero())                        // one sample: no share
+		Expect(phonesCPUShare(GinkgoT().TempDir(), 0, 1)).To(BeZero())
+	})
+
 	It("compares each target with the best step that meets its conditions", func() {
 		rep := benchReport{
 			Capacity: []capacityStep{

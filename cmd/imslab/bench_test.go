@@ -114,6 +114,7 @@ var _ = Describe("imslab bench", Label("bench"), func() {
 					Calls, Answered int
 					AnsweredPerS    float64 `json:"answered_per_s"`
 					Setup180        float64 `json:"setup_180_p95_ms"`
+					PhonesCPU       float64 `json:"phones_cpu_share"`
 					LoadAvg         string  `json:"loadavg_after"`
 					Error           string  `json:"error"`
 				} `json:"capacity"`
@@ -159,6 +160,7 @@ var _ = Describe("imslab bench", Label("bench"), func() {
 			Expect(c.Answered).To(BeNumerically(">", 0))
 			Expect(c.AnsweredPerS).To(BeNumerically(">", 0))
 			Expect(c.Setup180).To(BeNumerically(">", 0))
+			Expect(c.PhonesCPU).To(BeNumerically(">", 0)) // the load generator's own CPU, beside the lab's figures
 			Expect(c.LoadAvg).NotTo(BeEmpty())
 
 			Expect(rep.Registration).To(HaveLen(1))

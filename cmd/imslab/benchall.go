@@ -209,9 +209,12 @@ type capacityStep struct {
 	Setup180P95Ms float64        `json:"setup_180_p95_ms"`
 	Setup200P95Ms float64        `json:"setup_200_p95_ms"`
 	ByCause       map[string]int `json:"by_cause,omitempty"`
-	RunDir        string         `json:"run_dir"`
-	LoadAvg       string         `json:"loadavg_after"`
-	Error         string         `json:"error,omitempty"`
+	// PhonesCPUShare is the CPU share of the runner's process, which runs the phones (the load generator), over
+	// the traffic time (1 = one core; from its resource samples in events/lab.jsonl; 0 when not sampled).
+	PhonesCPUShare float64 `json:"phones_cpu_share"`
+	RunDir         string  `json:"run_dir"`
+	LoadAvg        string  `json:"loadavg_after"`
+	Error          string  `json:"error,omitempty"`
 }
 
 // registrationStep is one step of the registration kind: N phones registering at one rate.
@@ -226,13 +229,15 @@ type registrationStep struct {
 	Registered int     `json:"registered_phones"`
 	SpanS      float64 `json:"span_s"` // first initial REGISTER sent → last successful one answered
 	// RegsPerS is OK / SpanS: the registrations per second the lab completed.
-	RegsPerS     float64        `json:"registrations_per_s"`
-	FailureShare float64        `json:"failure_share"`
-	P95Ms        float64        `json:"p95_ms"` // duration of a successful procedure (REGISTER, 401, REGISTER, 200)
-	ByCause      map[string]int `json:"by_cause,omitempty"`
-	RunDir       string         `json:"run_dir"`
-	LoadAvg      string         `json:"loadavg_after"`
-	Error        string         `json:"error,omitempty"`
+	RegsPerS float64 `json:"registrations_per_s"`
+	// PhonesCPUShare is the phones' process's CPU share over the span (as for capacity steps).
+	PhonesCPUShare float64        `json:"phones_cpu_share"`
+	FailureShare   float64        `json:"failure_share"`
+	P95Ms          float64        `json:"p95_ms"` // duration of a successful procedure (REGISTER, 401, REGISTER, 200)
+	ByCause        map[string]int `json:"by_cause,omitempty"`
+	RunDir         string         `json:"run_dir"`
+	LoadAvg        string         `json:"loadavg_after"`
+	Error          string         `json:"error,omitempty"`
 }
 
 // memoryStep is one memory point (imslab memory).
@@ -459,6 +464,7 @@ func readCapacity(s *capacityStep) error {
 		s.FailureShare = float64(s.Failed) / float64(s.Calls)
 	}
 	s.Setup180P95Ms, s.Setup200P95Ms = sum.SetupLatencyMs.Normal.P95180, sum.SetupLatencyMs.Normal.P95
+	s.PhonesCPUShare = phonesCPUShare(s.RunDir, sum.StartNs, sum.StartNs+int64(s.DurationS*1e9))
 	if s.Calls == 0 {
 		return errors.New("no calls in the run's report")
 	}
@@ -533,7 +539,43 @@ func readRegistrations(s *registrationStep) error {
 		s.RegsPerS = float64(s.OK) / s.SpanS
 	}
 	s.P95Ms = percentile(durs, 0.95)
+	s.PhonesCPUShare = phonesCPUShare(s.RunDir, first, last)
 	return nil
+}
+
+// phonesCPUShare is the CPU share of the phones' process (target "phones" of the lab's resource samples) between
+// two instants (Unix ns): its CPU seconds between the first and last sample in the window over their distance.
+// It is 0 when the window holds fewer than two samples (the samples come once a second).
+func phonesCPUShare(runDir string, from, to int64) float64 {
+	f, err := os.Open(filepath.Join(runDir, "events", "lab.jsonl"))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var t0, t1 int64
+	var c0, c1 float64
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Kind   string   `json:"kind"`
+			Target string   `json:"target"`
+			TNs    int64    `json:"t_ns"`
+			CPU    *float64 `json:"cpu_s"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Kind != "resource" || e.Target != scenario.PhonesTarget ||
+			e.CPU == nil || e.TNs < from || e.TNs > to {
+			continue
+		}
+		if t0 == 0 {
+			t0, c0 = e.TNs, *e.CPU
+		}
+		t1, c1 = e.TNs, *e.CPU
+	}
+	if t1 <= t0 {
+		return 0
+	}
+	return (c1 - c0) / (float64(t1-t0) / 1e9)
 }
 
 // benchTargets is the summary: each target of the issue beside what this run measured.
@@ -654,32 +696,32 @@ func benchLabMarkdown(b *strings.Builder, rep *benchReport) {
 	}
 	if len(rep.Capacity) > 0 {
 		b.WriteString("\n## Capacity: full-chain calls/s\n\n")
-		b.WriteString("| step | rate asked (calls/s) | phones | traffic (s) | n (calls) | answered | failed | answered/s | failed % | setup p95 to 180 (ms) | setup p95 to 200 (ms) | load after | provenance | error |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| step | rate asked (calls/s) | phones | traffic (s) | n (calls) | answered | failed | answered/s | failed % | setup p95 to 180 (ms) | setup p95 to 200 (ms) | phones' CPU share | load after | provenance | error |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rep.Capacity {
 			if s.Error != "" {
-				fmt.Fprintf(b, "| %d | %g | %d | %.0f |  |  |  |  |  |  |  | %s | %s | %s |\n", s.Step, s.RateAsked, s.Phones,
+				fmt.Fprintf(b, "| %d | %g | %d | %.0f |  |  |  |  |  |  |  |  | %s | %s | %s |\n", s.Step, s.RateAsked, s.Phones,
 					s.DurationS, s.LoadAvg, prov, errCell(s.Error))
 				continue
 			}
-			fmt.Fprintf(b, "| %d | %g | %d | %.0f | %d | %d | %d | %.1f | %.2f | %.0f | %.0f | %s | %s | %s |\n", s.Step, s.RateAsked,
-				s.Phones, s.DurationS, s.Calls, s.Answered, s.Failed, s.AnsweredPerS, s.FailureShare*100, s.Setup180P95Ms,
-				s.Setup200P95Ms, s.LoadAvg, prov, errCell(s.Error))
+			fmt.Fprintf(b, "| %d | %g | %d | %.0f | %d | %d | %d | %.1f | %.2f | %.0f | %.0f | %.0f %% | %s | %s | %s |\n", s.Step,
+				s.RateAsked, s.Phones, s.DurationS, s.Calls, s.Answered, s.Failed, s.AnsweredPerS, s.FailureShare*100,
+				s.Setup180P95Ms, s.Setup200P95Ms, s.PhonesCPUShare*100, s.LoadAvg, prov, errCell(s.Error))
 		}
 	}
 	if len(rep.Registration) > 0 {
 		b.WriteString("\n## Registration: registrations/s\n\n")
-		b.WriteString("| step | rate asked (/s) | phones | n (attempts) | ok | failed | registered phones | span (s) | registrations/s | failed % | p95 (ms) | load after | provenance | error |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| step | rate asked (/s) | phones | n (attempts) | ok | failed | registered phones | span (s) | registrations/s | failed % | p95 (ms) | phones' CPU share | load after | provenance | error |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rep.Registration {
 			if s.Error != "" {
-				fmt.Fprintf(b, "| %d | %g | %d |  |  |  |  |  |  |  |  | %s | %s | %s |\n", s.Step, s.RateAsked, s.Phones,
+				fmt.Fprintf(b, "| %d | %g | %d |  |  |  |  |  |  |  |  |  | %s | %s | %s |\n", s.Step, s.RateAsked, s.Phones,
 					s.LoadAvg, prov, errCell(s.Error))
 				continue
 			}
-			fmt.Fprintf(b, "| %d | %g | %d | %d | %d | %d | %d | %.1f | %.1f | %.2f | %.0f | %s | %s | %s |\n", s.Step, s.RateAsked,
-				s.Phones, s.Attempts, s.OK, s.Failed, s.Registered, s.SpanS, s.RegsPerS, s.FailureShare*100, s.P95Ms, s.LoadAvg,
-				prov, errCell(s.Error))
+			fmt.Fprintf(b, "| %d | %g | %d | %d | %d | %d | %d | %.1f | %.1f | %.2f | %.0f | %.0f %% | %s | %s | %s |\n", s.Step,
+				s.RateAsked, s.Phones, s.Attempts, s.OK, s.Failed, s.Registered, s.SpanS, s.RegsPerS, s.FailureShare*100, s.P95Ms,
+				s.PhonesCPUShare*100, s.LoadAvg, prov, errCell(s.Error))
 		}
 	}
 	if len(rep.Memory) > 0 {
