@@ -304,9 +304,10 @@ func runLabKinds(ctx context.Context, c *benchConfig, root, dir string, rep *ben
 				r, c.CallHold, c.CallDuration, false)
 			if err == nil {
 				s.RunDir, err = labRun(fmt.Sprintf("capacity-%g", r), sc)
-			}
-			if err == nil {
-				err = readCapacity(&s)
+				// a run that ended with an error may still have a report: its figures go beside the error
+				if rerr := readCapacity(&s); err == nil {
+					err = rerr
+				}
 			}
 			if err != nil {
 				s.Error = err.Error()
@@ -324,9 +325,11 @@ func runLabKinds(ctx context.Context, c *benchConfig, root, dir string, rep *ben
 			sc, err := benchScenario(fmt.Sprintf("registration-%g", r), c.PortBase, s.Phones, r, 0, 0, 5*time.Second, true)
 			if err == nil {
 				s.RunDir, err = labRun(fmt.Sprintf("registration-%g", r), sc)
-			}
-			if err == nil {
-				err = readRegistrations(&s)
+				// registrations that did not all succeed in time end the run with an error; the phones' records
+				// still say how far they got
+				if rerr := readRegistrations(&s); err == nil {
+					err = rerr
+				}
 			}
 			if err != nil {
 				s.Error = err.Error()
@@ -699,7 +702,7 @@ func benchLabMarkdown(b *strings.Builder, rep *benchReport) {
 		b.WriteString("| step | rate asked (calls/s) | phones | traffic (s) | n (calls) | answered | failed | answered/s | failed % | setup p95 to 180 (ms) | setup p95 to 200 (ms) | phones' CPU share | load after | provenance | error |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rep.Capacity {
-			if s.Error != "" {
+			if s.Error != "" && s.Calls == 0 {
 				fmt.Fprintf(b, "| %d | %g | %d | %.0f |  |  |  |  |  |  |  |  | %s | %s | %s |\n", s.Step, s.RateAsked, s.Phones,
 					s.DurationS, s.LoadAvg, prov, errCell(s.Error))
 				continue
@@ -714,7 +717,7 @@ func benchLabMarkdown(b *strings.Builder, rep *benchReport) {
 		b.WriteString("| step | rate asked (/s) | phones | n (attempts) | ok | failed | registered phones | span (s) | registrations/s | failed % | p95 (ms) | phones' CPU share | load after | provenance | error |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rep.Registration {
-			if s.Error != "" {
+			if s.Error != "" && s.Attempts == 0 {
 				fmt.Fprintf(b, "| %d | %g | %d |  |  |  |  |  |  |  |  |  | %s | %s | %s |\n", s.Step, s.RateAsked, s.Phones,
 					s.LoadAvg, prov, errCell(s.Error))
 				continue
