@@ -237,7 +237,8 @@ func benchRatios(rep *benchReport) {
 	nearest := func(i int) *benchResult {
 		for d := 1; d < len(rep.Steps); d++ {
 			for _, j := range []int{i - d, i + d} {
-				if j >= 0 && j < len(rep.Steps) && rep.Steps[j].Proxy == benchKamailio && rep.Steps[j].Rate == rep.Steps[i].Rate {
+				if j >= 0 && j < len(rep.Steps) && rep.Steps[j].Proxy == benchKamailio && rep.Steps[j].Rate == rep.Steps[i].Rate &&
+					rep.Steps[j].Error == "" {
 					return &rep.Steps[j]
 				}
 			}
@@ -260,11 +261,11 @@ func benchRatios(rep *benchReport) {
 			byRate[s.Rate] = acc
 			order = append(order, s.Rate)
 		}
-		if s.Calls > 0 {
+		if s.Calls > 0 && s.Error == "" { // a step that failed part-way has no CPU per call to compare
 			per[s.Proxy] = append(per[s.Proxy], s.CPUMsCall)
 			acc.per[s.Proxy] = append(acc.per[s.Proxy], s.CPUMsCall)
 		}
-		if s.Proxy == benchKamailio || s.Calls == 0 {
+		if s.Proxy == benchKamailio || s.Calls == 0 || s.Error != "" {
 			continue
 		}
 		if k := nearest(i); k != nil && k.CPUMsCall > 0 {

@@ -22,6 +22,9 @@ var _ = Describe("bench arithmetic", Label("unit"), func() {
 			{Proxy: benchLab, Rate: 300, Calls: 10, CPUMsCall: 3},
 			{Proxy: benchKamailio, Rate: 300, Calls: 10, CPUMsCall: 1},
 			{Proxy: benchLab, Rate: 300, Calls: 0, CPUMsCall: 0}, // no calls: no ratio
+			// failed part-way: neither paired nor counted in the medians
+			{Proxy: benchKamailio, Rate: 300, Calls: 5, CPUMsCall: 100, Error: "kamailio exited during the step"},
+			{Proxy: benchLab, Rate: 300, Calls: 5, CPUMsCall: 100, Error: "sipp caller: signal: killed"},
 		}}
 		benchRatios(&rep)
 		Expect(rep.Steps[1].Ratio).To(Equal(2.0))
@@ -29,6 +32,7 @@ var _ = Describe("bench arithmetic", Label("unit"), func() {
 		Expect(rep.Steps[4].Ratio).To(Equal(4.0))
 		Expect(rep.Steps[5].Ratio).To(Equal(3.0))
 		Expect(rep.Steps[7].Ratio).To(BeZero())
+		Expect(rep.Steps[9].Ratio).To(BeZero())
 		Expect(rep.MedianRatio).To(Equal(3.0)) // median of 2, 4, 3
 		Expect(rep.ByRate).To(HaveLen(2))
 		Expect(rep.ByRate[0].Rate).To(Equal(100.0))
@@ -36,6 +40,7 @@ var _ = Describe("bench arithmetic", Label("unit"), func() {
 		Expect(rep.ByRate[0].MedianRatio).To(Equal(3.0))
 		Expect(rep.ByRate[0].MedianCPUMsCall).To(HaveKeyWithValue(benchKamailio, 0.75))
 		Expect(rep.ByRate[1].MedianRatios).To(HaveKeyWithValue(benchLab, 3.0))
+		Expect(rep.ByRate[1].MedianCPUMsCall).To(Equal(map[string]float64{benchLab: 3, benchKamailio: 1}))
 	})
 
 	It("reads SIPp's cumulative counters from the last line of its statistics file", func() {
