@@ -1,7 +1,7 @@
 # Convenience targets; every one is a plain go or docker command you can run yourself.
 IMAGE ?= imslab/quasipool:latest
 
-.PHONY: test lab-image compose compose-check up down scenario
+.PHONY: test lab-image compose compose-check up down scenario bench
 
 test:            ## the test suite (what .ci/run runs)
 	go test -race -p 1 ./...
@@ -23,3 +23,6 @@ down:            ## stop and remove the compose lab and its data volume
 
 scenario:        ## a scenario against a fresh compose lab: make scenario S=scenarios/pcscf-kill.yaml
 	go run ./cmd/imslab run --backend compose $(or $(S),scenarios/pcscf-kill.yaml)
+
+bench:           ## issue 13's bench in one run: proxy vs Kamailio, capacity, registration, memory (docs/performance.md)
+	go run ./cmd/imslab bench $(ARGS)

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,7 @@ import (
 	"github.com/imslab/quasipool/internal/nfrun"
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/pool"
+	"github.com/imslab/quasipool/internal/provenance"
 	"github.com/imslab/quasipool/internal/sipx"
 )
 
@@ -76,6 +78,8 @@ type benchResult struct {
 	// ObsBytes is the size of the events and message trace the lab proxy wrote in the step (removed afterwards).
 	ObsBytes int64  `json:"events_trace_bytes,omitempty"`
 	LoadAvg  string `json:"loadavg_after"`
+	// Error is why the step could not run or finish (the other steps still run).
+	Error string `json:"error,omitempty"`
 }
 
 type benchMachine struct {
@@ -103,6 +107,16 @@ type benchReport struct {
 	MedianCPUMsCall map[string]float64 `json:"median_cpu_ms_per_call"`
 	// ByRate are the same medians per call rate.
 	ByRate []benchRateSummary `json:"by_rate"`
+
+	// The all-in-one bench (benchall.go): the kinds run, the provenance of the run, why the proxy steps did not
+	// run (no SIPp or Kamailio), the lab kinds' steps and the summary against the issue's targets.
+	Kinds        []string           `json:"kinds"`
+	Provenance   provenance.Info    `json:"provenance"`
+	ProxyError   string             `json:"proxy_error,omitempty"`
+	Capacity     []capacityStep     `json:"capacity,omitempty"`
+	Registration []registrationStep `json:"registration,omitempty"`
+	Memory       []memoryStep       `json:"memory,omitempty"`
+	Summary      []targetRow        `json:"summary"`
 }
 
 type benchRateSummary struct {
@@ -122,57 +136,20 @@ func runBench(args []string, out, errOut io.Writer) int {
 		}
 		return 0
 	}
-	fs := flag.NewFlagSet("imslab bench", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	rateList := fs.String("rate", "100", "calls per second SIPp places through the proxy; several (100,300) run the steps at each")
-	duration := fs.Duration("duration", 20*time.Second, "how long SIPp places calls in each step")
-	steps := fs.String("steps", "kamailio,lab,kamailio,lab,kamailio,lab",
-		"the proxies in the order they run, comma-separated (kamailio, lab, lab-bare); alternate them so noise hits all")
-	outDir := fs.String("out", "", "output directory for bench.md and bench.json (default: runs/bench-<date-time>)")
-	repo := fs.String("repo", "", "repository root (default: found from the working directory)")
-	install := fs.Bool("install", true, "apt-get install kamailio when it is missing (root only)")
-	if err := fs.Parse(args); err != nil {
+	c, err := parseBenchFlags(args, errOut)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintln(errOut, "imslab bench:", err)
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(errOut, "imslab bench: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	var rates []float64
-	for _, f := range strings.Split(*rateList, ",") {
-		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
-			fmt.Fprintf(errOut, "imslab bench: --rate %q: must be a positive number of calls per second\n", f)
-			return 2
-		}
-		rates = append(rates, r)
-	}
-	if *duration < time.Second {
-		fmt.Fprintln(errOut, "imslab bench: --duration must be at least 1s")
-		return 2
-	}
-	var kinds []string
-	for _, s := range strings.Split(*steps, ",") {
-		s = strings.TrimSpace(s)
-		if s != benchKamailio && s != benchLab && s != benchLabBare {
-			fmt.Fprintf(errOut, "imslab bench: --steps: unknown proxy %q (kamailio, lab or lab-bare)\n", s)
-			return 2
-		}
-		kinds = append(kinds, s)
-	}
-	root, err := benchRepoRoot(*repo)
+	root, err := benchRepoRoot(c.Repo)
 	if err != nil {
 		fmt.Fprintln(errOut, "imslab bench:", err)
 		return 2
 	}
-	if err := benchTools(*install, out); err != nil {
-		fmt.Fprintln(errOut, "imslab bench:", err)
-		return 1
-	}
-	dir := *outDir
+	dir := c.OutDir
 	if dir == "" {
 		dir = filepath.Join(root, "runs", "bench-"+time.Now().Format("20060102-150405"))
 	}
@@ -188,29 +165,70 @@ func runBench(args []string, out, errOut io.Writer) int {
 	defer stop()
 
 	rep := benchReport{Date: time.Now().UTC().Format(time.RFC3339), Command: "imslab bench " + strings.Join(args, " "),
-		Machine: benchMachineInfo(root)}
-	fmt.Fprintf(out, "bench: %d steps at %s calls/s for %s each; output %s\n", len(kinds)*len(rates), *rateList, *duration, dir)
-	for _, rate := range rates {
-		for _, k := range kinds {
-			i := len(rep.Steps) + 1
-			r, err := benchStep(ctx, root, filepath.Join(dir, fmt.Sprintf("step%02d-%s-%g", i, k, rate)), k, rate, *duration)
-			if err != nil {
-				fmt.Fprintf(errOut, "imslab bench: step %d (%s at %g/s): %v\n", i, k, rate, err)
-				return 1
+		Kinds: c.Kinds, Provenance: provenanceOf(root)}
+	fmt.Fprintf(out, "bench: kinds %s; output %s\n", strings.Join(c.Kinds, ","), dir)
+	if c.has(kindProxy) {
+		if err := benchTools(c.Install, out); err != nil {
+			rep.ProxyError = err.Error()
+			fmt.Fprintln(errOut, "imslab bench: proxy steps skipped:", err)
+		} else {
+			fmt.Fprintf(out, "bench: %d proxy steps at %s calls/s for %s each\n", len(c.Steps)*len(c.Rates),
+				joinFloats(c.Rates), c.Duration)
+			for _, rate := range c.Rates {
+				for _, k := range c.Steps {
+					i := len(rep.Steps) + 1
+					r, err := benchStep(ctx, root, filepath.Join(dir, fmt.Sprintf("step%02d-%s-%g", i, k, rate)), k, rate, c.Duration,
+						benchProxyPorts(c.PortBase))
+					r.Step = i
+					if err != nil {
+						r.Error, r.LoadAvg = err.Error(), loadAvg()
+						fmt.Fprintf(errOut, "imslab bench: step %d (%s at %g/s): %v\n", i, k, rate, err)
+					}
+					rep.Steps = append(rep.Steps, r)
+					fmt.Fprintf(out, "step %d %-8s %g/s calls %d failed %d cpu %.3f ms/call setup p50 %.0f ms p95 %.0f ms (load %s)\n",
+						r.Step, r.Proxy, rate, r.Calls, r.Failed, r.CPUMsCall, r.SetupP50Ms, r.SetupP95Ms, r.LoadAvg)
+				}
 			}
-			r.Step = i
-			rep.Steps = append(rep.Steps, r)
-			fmt.Fprintf(out, "step %d %-8s %g/s calls %d failed %d cpu %.3f ms/call setup p50 %.0f ms p95 %.0f ms (load %s)\n",
-				r.Step, r.Proxy, rate, r.Calls, r.Failed, r.CPUMsCall, r.SetupP50Ms, r.SetupP95Ms, r.LoadAvg)
 		}
 	}
+	rep.Machine = benchMachineInfo(root) // after a possible install of Kamailio
 	benchRatios(&rep)
+	runLabKinds(ctx, c, root, dir, &rep, out, errOut)
+	rep.Summary = benchTargets(&rep)
 	if err := writeBench(dir, &rep); err != nil {
 		fmt.Fprintln(errOut, "imslab bench:", err)
 		return 1
 	}
-	fmt.Fprintf(out, "median ratio lab/kamailio: %.2f (bench.md, bench.json in %s)\n", rep.MedianRatio, dir)
+	for _, r := range rep.Summary {
+		if r.Measured == "" {
+			fmt.Fprintf(out, "target %s %s: not measured\n", r.Measure, r.Target)
+			continue
+		}
+		fmt.Fprintf(out, "target %s %s: measured %s (n: %s), met: %s\n", r.Measure, r.Target, r.Measured, r.N, r.Met)
+	}
+	fmt.Fprintf(out, "bench.md, bench.json in %s\n", dir)
+	if n := benchFailures(&rep); n > 0 || ctx.Err() != nil {
+		fmt.Fprintf(errOut, "imslab bench: %d step(s) failed or could not run: see the error column of bench.md\n", n)
+		return 1
+	}
 	return 0
+}
+
+// benchProxyPorts are the proxy steps' ports (proxy, SIPp callee, SIPp caller): port-base+100…+102, or free
+// ports when portBase is 0.
+func benchProxyPorts(portBase int) []int {
+	if portBase == 0 {
+		return nil
+	}
+	return []int{portBase + 100, portBase + 101, portBase + 102}
+}
+
+func joinFloats(v []float64) string {
+	s := make([]string, len(v))
+	for i, f := range v {
+		s[i] = strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return strings.Join(s, ",")
 }
 
 // benchRatios pairs every lab step with the nearest Kamailio step at the same rate (the one before it on a tie)
@@ -219,7 +237,8 @@ func benchRatios(rep *benchReport) {
 	nearest := func(i int) *benchResult {
 		for d := 1; d < len(rep.Steps); d++ {
 			for _, j := range []int{i - d, i + d} {
-				if j >= 0 && j < len(rep.Steps) && rep.Steps[j].Proxy == benchKamailio && rep.Steps[j].Rate == rep.Steps[i].Rate {
+				if j >= 0 && j < len(rep.Steps) && rep.Steps[j].Proxy == benchKamailio && rep.Steps[j].Rate == rep.Steps[i].Rate &&
+					rep.Steps[j].Error == "" {
 					return &rep.Steps[j]
 				}
 			}
@@ -242,11 +261,11 @@ func benchRatios(rep *benchReport) {
 			byRate[s.Rate] = acc
 			order = append(order, s.Rate)
 		}
-		if s.Calls > 0 {
+		if s.Calls > 0 && s.Error == "" { // a step that failed part-way has no CPU per call to compare
 			per[s.Proxy] = append(per[s.Proxy], s.CPUMsCall)
 			acc.per[s.Proxy] = append(acc.per[s.Proxy], s.CPUMsCall)
 		}
-		if s.Proxy == benchKamailio || s.Calls == 0 {
+		if s.Proxy == benchKamailio || s.Calls == 0 || s.Error != "" {
 			continue
 		}
 		if k := nearest(i); k != nil && k.CPUMsCall > 0 {
@@ -310,14 +329,16 @@ func benchTools(install bool, out io.Writer) error {
 }
 
 // benchStep runs one proxy, a SIPp callee behind it and a SIPp caller in front of it, and measures.
-func benchStep(ctx context.Context, root, dir, kind string, rate float64, d time.Duration) (benchResult, error) {
+func benchStep(ctx context.Context, root, dir, kind string, rate float64, d time.Duration, ports []int) (benchResult, error) {
 	res := benchResult{Proxy: kind, Rate: rate, Duration: d.String()}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
 	}
-	ports, err := freeUDPPorts(3)
-	if err != nil {
-		return res, err
+	if len(ports) < 3 {
+		var err error
+		if ports, err = freeUDPPorts(3); err != nil {
+			return res, err
+		}
 	}
 	proxyAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	uasAddr := fmt.Sprintf("127.0.0.1:%d", ports[1])
@@ -719,41 +740,53 @@ func writeBench(dir string, rep *benchReport) error {
 func benchMarkdown(rep *benchReport) string {
 	var b strings.Builder
 	m := rep.Machine
-	dirty := ""
-	if m.Dirty {
-		dirty = " (dirty)"
-	}
+	pv := rep.Provenance
 	fmt.Fprintf(&b, "# imslab bench, %s\n\n", rep.Date)
 	fmt.Fprintf(&b, "`%s`\n\n", rep.Command)
-	fmt.Fprintf(&b, "Machine: %s, %d cores, kernel %s, %s, commit %s%s; %s; %s; load average at start %s.\n\n",
-		m.CPU, m.Cores, m.Kernel, m.Go, m.Commit, dirty, m.Kamailio, m.SIPp, m.LoadStart)
-	b.WriteString("| step | proxy | rate (calls/s) | calls | failed | unexpected msgs | CPU ms/call | CPU share | ratio lab/kamailio | setup p50 (ms) | setup p95 (ms) | idle CPU share | load after |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, s := range rep.Steps {
-		ratio := ""
-		if s.Ratio > 0 {
-			ratio = fmt.Sprintf("%.2f", s.Ratio)
+	fmt.Fprintf(&b, "Provenance: commit %s, %s (%s), %s, %d CPUs, kernel %s, %s; %s; %s; load average at start %s.\n\n",
+		pv.Short(), pv.GoVersion, pv.GoBuild, pv.CPUModel, pv.CPUs, pv.Kernel, pv.OS, m.Kamailio, m.SIPp, m.LoadStart)
+	fmt.Fprintf(&b, "Kinds: %s.\n", strings.Join(rep.Kinds, ", "))
+	if slices.Contains(rep.Kinds, kindProxy) {
+		b.WriteString("\n## Proxy: CPU per call per proxy hop, the lab's proxy beside Kamailio\n\n")
+		if rep.ProxyError != "" {
+			fmt.Fprintf(&b, "Not run: %s\n", rep.ProxyError)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %g | %d | %d | %d | %.3f | %.0f %% | %s | %.0f | %.0f | %.1f %% | %s |\n", s.Step, s.Proxy,
-			s.Rate, s.Calls, s.Failed, s.Unexpected, s.CPUMsCall, s.CPUShare*100, ratio, s.SetupP50Ms, s.SetupP95Ms, s.IdleCPUShare*100,
-			s.LoadAvg)
 	}
-	b.WriteString("\n| rate (calls/s) | proxy | median CPU ms/call | pairs with kamailio | median ratio to kamailio |\n")
-	b.WriteString("|---|---|---|---|---|\n")
-	for _, r := range rep.ByRate {
-		for _, p := range []string{benchKamailio, benchLab, benchLabBare} {
-			v, ok := r.MedianCPUMsCall[p]
-			if !ok {
+	if len(rep.Steps) > 0 {
+		b.WriteString("| step | proxy | rate (calls/s) | n (calls) | failed | unexpected msgs | CPU ms/call | CPU share | ratio lab/kamailio | setup p50 (ms) | setup p95 (ms) | idle CPU share | load after | provenance | error |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, s := range rep.Steps {
+			ratio := ""
+			if s.Ratio > 0 {
+				ratio = fmt.Sprintf("%.2f", s.Ratio)
+			}
+			if s.Error != "" {
+				fmt.Fprintf(&b, "| %d | %s | %g |  |  |  |  |  |  |  |  |  | %s | %s, %d CPUs | %s |\n", s.Step, s.Proxy, s.Rate,
+					s.LoadAvg, pv.Short(), pv.CPUs, strings.ReplaceAll(s.Error, "|", "/"))
 				continue
 			}
-			pairs, ratio := "", ""
-			if p != benchKamailio {
-				pairs, ratio = strconv.Itoa(len(r.Ratios[p])), fmt.Sprintf("%.2f", median(r.Ratios[p]))
-			}
-			fmt.Fprintf(&b, "| %g | %s | %.3f | %s | %s |\n", r.Rate, p, v, pairs, ratio)
+			fmt.Fprintf(&b, "| %d | %s | %g | %d | %d | %d | %.3f | %.0f %% | %s | %.0f | %.0f | %.1f %% | %s | %s, %d CPUs | %s |\n", s.Step,
+				s.Proxy, s.Rate, s.Calls, s.Failed, s.Unexpected, s.CPUMsCall, s.CPUShare*100, ratio, s.SetupP50Ms, s.SetupP95Ms,
+				s.IdleCPUShare*100, s.LoadAvg, pv.Short(), pv.CPUs, strings.ReplaceAll(s.Error, "|", "/"))
 		}
+		b.WriteString("\n| rate (calls/s) | proxy | median CPU ms/call | pairs with kamailio | median ratio to kamailio |\n")
+		b.WriteString("|---|---|---|---|---|\n")
+		for _, r := range rep.ByRate {
+			for _, p := range []string{benchKamailio, benchLab, benchLabBare} {
+				v, ok := r.MedianCPUMsCall[p]
+				if !ok {
+					continue
+				}
+				pairs, ratio := "", ""
+				if p != benchKamailio {
+					pairs, ratio = strconv.Itoa(len(r.Ratios[p])), fmt.Sprintf("%.2f", median(r.Ratios[p]))
+				}
+				fmt.Fprintf(&b, "| %g | %s | %.3f | %s | %s |\n", r.Rate, p, v, pairs, ratio)
+			}
+		}
+		fmt.Fprintf(&b, "\n**Median ratio lab/kamailio over all pairs: %.2f**\n", rep.MedianRatio)
 	}
-	fmt.Fprintf(&b, "\n**Median ratio lab/kamailio over all pairs: %.2f**\n", rep.MedianRatio)
+	benchLabMarkdown(&b, rep)
 	return b.String()
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -20,6 +22,9 @@ var _ = Describe("bench arithmetic", Label("unit"), func() {
 			{Proxy: benchLab, Rate: 300, Calls: 10, CPUMsCall: 3},
 			{Proxy: benchKamailio, Rate: 300, Calls: 10, CPUMsCall: 1},
 			{Proxy: benchLab, Rate: 300, Calls: 0, CPUMsCall: 0}, // no calls: no ratio
+			// failed part-way: neither paired nor counted in the medians
+			{Proxy: benchKamailio, Rate: 300, Calls: 5, CPUMsCall: 100, Error: "kamailio exited during the step"},
+			{Proxy: benchLab, Rate: 300, Calls: 5, CPUMsCall: 100, Error: "sipp caller: signal: killed"},
 		}}
 		benchRatios(&rep)
 		Expect(rep.Steps[1].Ratio).To(Equal(2.0))
@@ -27,6 +32,7 @@ var _ = Describe("bench arithmetic", Label("unit"), func() {
 		Expect(rep.Steps[4].Ratio).To(Equal(4.0))
 		Expect(rep.Steps[5].Ratio).To(Equal(3.0))
 		Expect(rep.Steps[7].Ratio).To(BeZero())
+		Expect(rep.Steps[9].Ratio).To(BeZero())
 		Expect(rep.MedianRatio).To(Equal(3.0)) // median of 2, 4, 3
 		Expect(rep.ByRate).To(HaveLen(2))
 		Expect(rep.ByRate[0].Rate).To(Equal(100.0))
@@ -34,6 +40,7 @@ var _ = Describe("bench arithmetic", Label("unit"), func() {
 		Expect(rep.ByRate[0].MedianRatio).To(Equal(3.0))
 		Expect(rep.ByRate[0].MedianCPUMsCall).To(HaveKeyWithValue(benchKamailio, 0.75))
 		Expect(rep.ByRate[1].MedianRatios).To(HaveKeyWithValue(benchLab, 3.0))
+		Expect(rep.ByRate[1].MedianCPUMsCall).To(Equal(map[string]float64{benchLab: 3, benchKamailio: 1}))
 	})
 
 	It("reads SIPp's cumulative counters from the last line of its statistics file", func() {
@@ -55,5 +62,166 @@ var _ = Describe("bench arithmetic", Label("unit"), func() {
 		Expect(percentile(v, 0.95)).To(Equal(10.0))
 		Expect(percentile(nil, 0.5)).To(BeZero())
 		Expect(median([]float64{4, 1, 3, 2})).To(Equal(2.5))
+	})
+})
+
+var _ = Describe("imslab bench flags", Label("unit"), func() {
+	parse := func(args ...string) (*benchConfig, error) { return parseBenchFlags(args, GinkgoWriter) }
+
+	It("runs every kind by default, with sizes a 2-core machine runs in well under an hour", func() {
+		c, err := parse()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Kinds).To(Equal([]string{"proxy", "capacity", "registration", "memory"}))
+		Expect(c.CallRates).To(Equal([]float64{100, 300, 500}))
+		Expect(c.RegRates).To(Equal([]float64{300, 1000}))
+		Expect(c.Phones).To(Equal([]int{10000, 100000}))
+		// the memory point at 100k phones registers at mem-reg-rate: it dominates the run's length
+		Expect(float64(c.Phones[1])/c.MemRegRate + c.MemHold.Seconds()).To(BeNumerically("<", 25*60))
+	})
+
+	It("takes the kinds and the sizes of each kind", func() {
+		c, err := parse("--kinds", "memory, capacity,memory", "--call-rates", "5,7.5", "--reg-rates", "20",
+			"--phones", "30,60", "--port-base", "41000")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Kinds).To(Equal([]string{"memory", "capacity"}))
+		Expect(c.has(kindProxy)).To(BeFalse())
+		Expect(c.CallRates).To(Equal([]float64{5, 7.5}))
+		Expect(c.RegRates).To(Equal([]float64{20}))
+		Expect(c.Phones).To(Equal([]int{30, 60}))
+		Expect(c.PortBase).To(Equal(41000))
+	})
+
+	DescribeTable("refuses bad input with an error naming the flag",
+		func(want string, args ...string) {
+			_, err := parse(args...)
+			Expect(err).To(MatchError(ContainSubstring(want)))
+		},
+		Entry("unknown kind", `--kinds: unknown kind "cpu"`, "--kinds", "proxy,cpu"),
+		Entry("empty kind", `--kinds: unknown kind ""`, "--kinds", "proxy,"),
+		Entry("zero call rate", `--call-rates "0": must be a positive number of calls per second`, "--call-rates", "100,0"),
+		Entry("text call rate", `--call-rates "fast"`, "--call-rates", "fast"),
+		Entry("NaN registration rate", `--reg-rates "NaN": must be a positive number of registrations`, "--reg-rates", "NaN"),
+		Entry("infinite proxy rate", `--rate "Inf"`, "--rate", "Inf"),
+		Entry("negative phones", `--phones "-5": must be a whole number of phones`, "--phones", "-5"),
+		Entry("fractional phones", `--phones "1.5"`, "--phones", "1.5"),
+		Entry("too many phones", `--phones "2000000"`, "--phones", "2000000"),
+		Entry("short step", "--call-duration 500ms: must be at least 1s", "--call-duration", "500ms"),
+		Entry("short memory hold", "--mem-hold 0s: must be at least 1s", "--mem-hold", "0s"),
+		Entry("negative hold", "--call-hold -1s: must not be negative", "--call-hold", "-1s"),
+		Entry("zero memory registration rate", "--mem-reg-rate 0: must be a positive", "--mem-reg-rate", "0"),
+		Entry("privileged port base", "--port-base 80: must be 0 or from 1024", "--port-base", "80"),
+		Entry("port base too high", "--port-base 65500", "--port-base", "65500"),
+		Entry("more registration phones than the lab has", "phones: the lab provisions at most", "--reg-rates", "100000", "--reg-duration", "60s"),
+		Entry("unknown proxy", `--steps: unknown proxy "opensips"`, "--steps", "kamailio,opensips"),
+		Entry("stray argument", `unexpected arguments ["extra"]`, "extra"),
+		Entry("unknown flag", "flag provided but not defined: -calls", "--calls", "5"),
+	)
+})
+
+var _ = Describe("imslab bench lab kinds", Label("unit"), func() {
+	It("generates a valid scenario on the asked ports, the trace off for registration steps", func() {
+		sc, err := benchScenario("registration-20", 41000, 40, 20, 0, 0, 5*time.Second, true)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sc.Traffic.Phones).To(Equal(40))
+		Expect(sc.Traffic.RegisterRate).To(Equal(20.0))
+		Expect(sc.Traffic.CallRate).To(BeZero())
+		Expect(sc.Duration).To(Equal(5 * time.Second))
+		t := sc.Topology
+		Expect(t.BAC.Port).To(Equal(41060))
+		Expect(t.DNS.Listen).To(Equal("127.0.0.1:41053"))
+		Expect(t.Trace.Off).To(BeTrue())
+
+		sc, err = benchScenario("capacity-5", 0, 60, 50, 5, time.Second, 30*time.Second, false)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sc.Traffic.CallRate).To(Equal(5.0))
+		Expect(sc.Traffic.Hold).To(Equal(time.Second))
+		Expect(sc.Topology.Trace.Off).To(BeFalse())
+	})
+
+	It("gives a capacity step enough phones for its rate", func() {
+		Expect(capacityPhones(1, time.Second)).To(Equal(20))
+		// 500 calls/s of 1.5 s (hold + setup) keep 1,500 phones busy on average
+		Expect(capacityPhones(500, time.Second)).To(BeNumerically(">=", 4*1500))
+	})
+
+	It("counts registrations per second from the phones' initial registrations only", func() {
+		dir := GinkgoT().TempDir()
+		lines := []string{
+			`{"type":"register","kind":"initial","impu":"a","result":"ok","status":200,"t_ns":1000000000,"duration_ms":10}`,
+			`{"type":"register","kind":"initial","impu":"b","result":"503","status":503,"t_ns":1100000000,"duration_ms":5}`,
+			`{"type":"register","kind":"initial","impu":"b","result":"ok","status":200,"t_ns":1500000000,"duration_ms":10}`,
+			`{"type":"register","kind":"initial","impu":"c","result":"ok","status":200,"t_ns":2990000000,"duration_ms":10}`,
+			`{"type":"register","kind":"deregister","impu":"a","result":"ok","status":200,"t_ns":9000000000,"duration_ms":10}`,
+			`{"type":"call","direction":"mo","impu":"a","result":"ok","t_ns":2000000000}`,
+		}
+		Expect(os.WriteFile(filepath.Join(dir, "records.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)).To(Succeed())
+		s := registrationStep{RunDir: dir}
+		Expect(readRegistrations(&s)).To(Succeed())
+		Expect(s.Attempts).To(Equal(4))
+		Expect(s.OK).To(Equal(3))
+		Expect(s.Failed).To(Equal(1))
+		Expect(s.Registered).To(Equal(3))
+		Expect(s.ByCause).To(Equal(map[string]int{"503": 1}))
+		Expect(s.SpanS).To(BeNumerically("~", 2.0, 1e-9)) // 1.0 s → 3.0 s
+		Expect(s.RegsPerS).To(BeNumerically("~", 1.5, 1e-9))
+		Expect(s.FailureShare).To(Equal(0.25))
+
+		Expect(readRegistrations(&registrationStep{RunDir: GinkgoT().TempDir()})).To(MatchError(ContainSubstring("records.jsonl")))
+	})
+
+	It("takes the phones' CPU share from their resource samples within the window", func() {
+		dir := GinkgoT().TempDir()
+		Expect(os.MkdirAll(filepath.Join(dir, "events"), 0o755)).To(Succeed())
+		lines := []string{
+			`{"kind":"resource","target":"phones","t_ns":1000000000,"cpu_s":5}`, // before the window
+			`{"kind":"resource","target":"phones","t_ns":2000000000,"cpu_s":6}`,
+			`{"kind":"resource","target":"bac","t_ns":3000000000,"cpu_s":100}`,
+			`{"kind":"resource","target":"phones","t_ns":4000000000,"cpu_s":7}`,
+			`{"kind":"resource","target":"phones","t_ns":6000000000,"cpu_s":7.5}`,
+			`{"kind":"resource","target":"phones","t_ns":9000000000,"cpu_s":50}`, // after it
+		}
+		Expect(os.WriteFile(filepath.Join(dir, "events", "lab.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)).To(Succeed())
+		Expect(phonesCPUShare(dir, 2e9, 6e9)).To(BeNumerically("~", 0.375, 1e-9)) // 1.5 CPU s in 4 s
+		Expect(phonesCPUShare(dir, 2e9, 3e9)).To(BeZero())                        // one sample: no share
+		Expect(phonesCPUShare(GinkgoT().TempDir(), 0, 1)).To(BeZero())
+	})
+
+	It("compares each target with the best step that meets its conditions", func() {
+		rep := benchReport{
+			Capacity: []capacityStep{
+				{AnsweredPerS: 100, FailureShare: 0, Setup180P95Ms: 20, Calls: 3000},
+				{AnsweredPerS: 280, FailureShare: 0.0005, Setup180P95Ms: 250, Calls: 9000},
+				{AnsweredPerS: 400, FailureShare: 0.03, Setup180P95Ms: 700, Calls: 15000}, // collapsed: not counted
+				{Error: "lab did not start"},
+			},
+			Registration: []registrationStep{{RegsPerS: 1200, FailureShare: 0, Attempts: 12000}},
+			Memory: []memoryStep{
+				{Phones: 10000, Point: &memoryPoint{RegisteredEnd: 10000, NodesPeakBytes: 500e6}},
+				{Phones: 30000, Point: &memoryPoint{RegisteredEnd: 30000, NodesPeakBytes: 600e6}},
+			},
+		}
+		rows := benchTargets(&rep)
+		Expect(rows).To(HaveLen(4))
+		Expect(rows[0].Measured).To(Equal("280.0"))
+		Expect(rows[0].N).To(Equal("9000 calls"))
+		Expect(rows[0].Met).To(Equal("no"))
+		Expect(rows[1].Met).To(Equal("yes"))
+		// 600 MB + 5 KB × 70,000 = 0.95 GB, on a line
+		Expect(rows[2].Measured).To(HavePrefix("0.95 GB on a straight line through 10000 and 30000 phones"))
+		Expect(rows[2].Met).To(Equal("yes (extrapolated)"))
+		Expect(rows[3].Met).To(Equal("not measured"))
+
+		rep.Memory = append(rep.Memory, memoryStep{Phones: 100000, Point: &memoryPoint{Phones: 100000, RegisteredEnd: 99990, NodesPeakBytes: 1.6e9}})
+		rep.ByRate = []benchRateSummary{{Pairs: 3}}
+		rep.MedianRatio = 1.4
+		rep.Capacity = []capacityStep{{AnsweredPerS: 10, FailureShare: 0.5, Calls: 10}}
+		rows = benchTargets(&rep)
+		Expect(rows[0].Measured).To(Equal("no step within the conditions"))
+		Expect(rows[0].Met).To(Equal("no"))
+		Expect(rows[2].Measured).To(Equal("1.60 GB"))
+		Expect(rows[2].Met).To(Equal("no"))
+		Expect(rows[3].Measured).To(Equal("1.40×"))
+		Expect(rows[3].N).To(Equal("3 pairs"))
+		Expect(rows[3].Met).To(Equal("yes"))
 	})
 })

@@ -56,8 +56,10 @@ commands:
         sweep.csv and a plot per varied parameter (docs/compare.md)
   study <study.yaml> [--quick] [--out dir]   run every experiment × scheme × repetition of a study file,
         interleaved and resumable; study.json and study.md with n, 95 % CI and provenance (docs/study.md)
-  bench [--rate 100] [--duration 20s] [--steps kamailio,lab,…]   CPU per call per proxy hop of the lab's proxy
-        and of Kamailio under the same SIPp load, alternately; bench.md and bench.json (docs/performance.md)
+  bench [--kinds proxy,capacity,registration,memory] [--rate 100] [--call-rates 100,300,500] [--reg-rates 300,1000]
+        [--phones 10000,100000]   issue 13's bench in one run: CPU per call per proxy hop of the lab's proxy beside
+        Kamailio, full-chain calls/s, registrations/s and memory points; bench.md and bench.json with a table per
+        kind and a summary against the targets (docs/performance.md)
   memory <run-dir>   the memory point of a run: every node's resident memory before the phones registered,
         at t0 and at its peak after t0, and the phones' process apart (scripts/memory-point.sh)
 
