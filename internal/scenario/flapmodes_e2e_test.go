@@ -127,10 +127,20 @@ var _ = Describe("flap mode partition and dns-down mode unreachable in the real 
 			r.wait()
 			Expect(r.err).NotTo(HaveOccurred())
 
-			var start int64
+			var start, end int64
 			var cuts, heals []int64
-			for _, e := range labEvents(r.dir) {
+			evs := labEvents(r.dir)
+			for _, e := range evs {
+				if e["kind"] == "fault_heal" && e["fault"] == "flap" {
+					end = int64(e["t_ns"].(float64))
+				}
+			}
+			Expect(end).NotTo(BeZero(), "the flap is over before the run ends")
+			for _, e := range evs {
 				tns := int64(e["t_ns"].(float64))
+				if tns > end {
+					break // the lab stops every node at the end of the run
+				}
 				switch {
 				case e["kind"] == "fault" && e["fault"] == "flap":
 					start = tns
@@ -211,7 +221,18 @@ var _ = Describe("flap mode partition and dns-down mode unreachable in the real 
 				Should(BeTrue())
 			r.wait()
 			Expect(r.err).NotTo(HaveOccurred())
-			for _, e := range labEvents(r.dir) {
+			evs := labEvents(r.dir)
+			var healed int64
+			for _, e := range evs {
+				if e["kind"] == "fault_heal" {
+					healed = int64(e["t_ns"].(float64))
+				}
+			}
+			Expect(healed).NotTo(BeZero())
+			for _, e := range evs {
+				if int64(e["t_ns"].(float64)) > healed+int64(5*time.Second) {
+					break // the lab stops every node at the end of the run
+				}
 				if e["target"] == "dnsd" {
 					Expect(e["kind"]).NotTo(Equal("node_exit"), "dnsd was never stopped: %v", e)
 					Expect(e["fault"]).To(BeElementOf(nil, "dns-down"), "no process fault on dnsd: %v", e)
