@@ -125,7 +125,6 @@ var _ = Describe("flap mode partition and dns-down mode unreachable in the real 
 			r.labEvent("net_fault")
 			Expect(nftRuleset(ctx, ns)).To(And(ContainSubstring("imslab_fault_partition"), ContainSubstring(nodeAddr(r.dir, "bac"))))
 			r.wait()
-			Expect(r.err).NotTo(HaveOccurred())
 
 			var start, end int64
 			var cuts, heals []int64
@@ -185,6 +184,7 @@ var _ = Describe("flap mode partition and dns-down mode unreachable in the real 
 					Expect(ups[i]).To(BeNumerically("<", cuts[i+1]), "back before the next cut")
 				}
 			}
+			Expect(r.err).NotTo(HaveOccurred())
 		})
 
 	It("dns-down mode unreachable: dnsd runs but nobody reaches it; calls go on with the nodes' stale answers",
@@ -220,7 +220,6 @@ var _ = Describe("flap mode partition and dns-down mode unreachable in the real 
 			Eventually(func() bool { return dnsAnswers(pcscf1, dnsd, "ims.test", time.Second) }, 10*time.Second).
 				Should(BeTrue())
 			r.wait()
-			Expect(r.err).NotTo(HaveOccurred())
 			evs := labEvents(r.dir)
 			var healed int64
 			for _, e := range evs {
@@ -238,6 +237,7 @@ var _ = Describe("flap mode partition and dns-down mode unreachable in the real 
 					Expect(e["fault"]).To(BeElementOf(nil, "dns-down"), "no process fault on dnsd: %v", e)
 				}
 			}
+			Expect(r.err).NotTo(HaveOccurred())
 			By("the scenario's own expectations: calls during the outage answered (stale answers), nobody registered again")
 			for _, res := range r.outcome.Results {
 				Expect(res.OK).To(BeTrue(), "%s: %v", res.Title(), res)
