@@ -156,9 +156,14 @@ var _ = Describe("flap mode partition and dns-down mode unreachable in the real 
 			Expect(start).NotTo(BeZero())
 			Expect(cuts).To(HaveLen(2), "cut at 8 s and 18 s")
 			Expect(heals).To(HaveLen(2), "healed at 13 s and 23 s")
+			// The lab records a cut or a heal once nft has done it: never before its scheduled instant (the flap's
+			// fault event is at its at), at most a few seconds after on a loaded machine (nft and tc are slow then).
 			for i := range cuts {
-				Expect(time.Duration(cuts[i] - start)).To(BeNumerically("~", time.Duration(i)*2*period, time.Second))
-				Expect(time.Duration(heals[i] - cuts[i])).To(BeNumerically("~", period, time.Second))
+				cut, heal := time.Duration(cuts[i]-start), time.Duration(heals[i]-start)
+				Expect(cut).To(BeNumerically(">=", time.Duration(2*i)*period), "cut %d", i)
+				Expect(cut).To(BeNumerically("<", time.Duration(2*i)*period+3*time.Second), "cut %d", i)
+				Expect(heal).To(BeNumerically(">=", time.Duration(2*i+1)*period), "heal %d", i)
+				Expect(heal).To(BeNumerically("<", time.Duration(2*i+1)*period+3*time.Second), "heal %d", i)
 			}
 
 			By("the BAC's own probing: pcscf1 down within every cut, up again after every heal")
@@ -234,7 +239,7 @@ var _ = Describe("flap mode partition and dns-down mode unreachable in the real 
 				}
 				if e["target"] == "dnsd" {
 					Expect(e["kind"]).NotTo(Equal("node_exit"), "dnsd was never stopped: %v", e)
-					Expect(e["fault"]).To(BeElementOf(nil, "dns-down"), "no process fault on dnsd: %v", e)
+					Expect(e["fault"] == nil || e["fault"] == "dns-down").To(BeTrue(), "no process fault on dnsd: %v", e)
 				}
 			}
 			Expect(r.err).NotTo(HaveOccurred())
