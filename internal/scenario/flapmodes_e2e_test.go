@@ -171,7 +171,7 @@ var _ = Describe("flap mode partition and dns-down mode unreachable in the real 
 				Expect(cut).To(BeNumerically(">=", time.Duration(2*i)*period), "cut %d", i)
 				Expect(heal).To(BeNumerically(">=", time.Duration(2*i+1)*period), "heal %d", i)
 				AddReportEntry(fmt.Sprintf("cut %d and heal %d recorded after their instants", i, i),
-					(cut - time.Duration(2*i)*period).String(), (heal - time.Duration(2*i+1)*period).String())
+					fmt.Sprintf("%s, %s", cut-time.Duration(2*i)*period, heal-time.Duration(2*i+1)*period))
 			}
 
 			By("the BAC's own probing: pcscf1 down within every cut, up again after every heal")
