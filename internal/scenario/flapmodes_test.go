@@ -120,6 +120,15 @@ var _ = Describe("flap in mode partition and dns-down in mode unreachable", Labe
 			Expect(l.at[3].Sub(t0)).To(BeNumerically("~", 300*time.Millisecond, 40*time.Millisecond))
 		})
 
+	It("partitions a drawn member (random:pcscf) from its peers, not from everyone", SpecTimeout(10*time.Second), func(ctx SpecContext) {
+		s := twoSites("  - {kind: flap, target: \"random:pcscf\", mode: partition, peers: [bac], at: 20ms, for: 100ms, period: 50ms}\n").
+			Resolve(7)
+		l := &netLab{}
+		scenario.NewInjector(l, s.Faults, time.Now()).Run(ctx, func(err error) { Fail(err.Error()) })
+		Expect(l.net).To(HaveLen(2), "cut at 20ms, healed at 70ms; for ends at 120ms")
+		Expect(l.net[0]).To(And(HavePrefix("apply "+s.Faults[0].Target+" "), HaveSuffix("partition both peers=["+l.addr("bac")+"]")))
+	})
+
 	It("makes dnsd unreachable while it runs, then heals it", SpecTimeout(10*time.Second), func(ctx SpecContext) {
 		s := twoSites("  - {kind: dns-down, mode: unreachable, at: 50ms, for: 100ms}\n")
 		l := &netLab{}

@@ -299,8 +299,11 @@ var isolateNet = applyNet(func(context.Context, NetLab, Fault, string) (netfault
 // flapCut is the down phase of a flap in mode partition: the partition fault's spec when the flap has peers,
 // isolate when it has none.
 func flapCut(ctx context.Context, l Lab, f Fault, node string) error {
-	if len(f.PeerNodes) == 0 {
+	if len(f.Peers) == 0 {
 		return isolateNet(ctx, l, f, node)
+	}
+	if len(f.PeerNodes) == 0 {
+		return fmt.Errorf("%s: the peers %v were not resolved (Scenario.Validate)", node, f.Peers)
 	}
 	return applyNet(partitionSpec)(ctx, l, f, node)
 }

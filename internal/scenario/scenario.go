@@ -510,6 +510,9 @@ func (s *Scenario) validateFaults(v *validator) {
 				v.add(field+".target", "%s", bad)
 			} else {
 				spanNodes = []string{b}
+				if !f.resolvePeers(v, field, &s.Topology) {
+					ok = false // the peers are reported; the kind's check would repeat it
+				}
 				if ok && k.check != nil {
 					g := *f
 					g.Target = b
@@ -523,6 +526,9 @@ func (s *Scenario) validateFaults(v *validator) {
 				v.add(field+".target", "%s", bad)
 			} else {
 				spanNodes = members
+				if !f.resolvePeers(v, field, &s.Topology) {
+					ok = false
+				}
 				if ok && k.check != nil { // every member is of the same kind: check the first
 					g := *f
 					g.Target = members[0]
