@@ -7,7 +7,7 @@
 //	imslab run --repeat 20 --seed 1 f.yaml --out d            20 runs (seeds 1…20), statistics in d/repeat.md
 //	imslab compose [--check]                                   generate docker-compose.yml from the topology
 //	imslab up --netns / imslab run --netns …                   every node in its own network namespace (root)
-//	imslab clean                                               remove what crashed namespace runs left behind
+//	imslab clean                                               remove what crashed runs left behind (netns, cgroups, compose)
 package main
 
 import (
@@ -44,7 +44,8 @@ commands:
   run   run a scenario file (docs/scenarios.md): start the lab and the phones, inject the faults, stop, build
         the report and check the expectations; exit 0 when every expectation holds, 1 when one fails, 2 on error
   clean    remove what crashed runs left behind: network namespaces, bridges, veths and records of lab
-        networks (--netns) whose owner process is gone; a live run is left alone (needs root)
+        networks (--netns) whose owner process is gone, empty cpu cgroups of slow faults, and the containers
+        and networks of compose projects whose owner process is gone; a live run is left alone (needs root)
   compose  generate docker-compose.yml and deploy/compose/ from the topology (--check: verify they are current)
   image    build the lab image imslab/quasipool from static binaries, offline (make lab-image)
   probe    sip|dns|tcp <ip:port>: check that a service answers (the compose lab's healthcheck)

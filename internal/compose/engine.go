@@ -35,11 +35,16 @@ func NewEngine() (*Engine, error) {
 		}
 		sock = strings.TrimPrefix(h, "unix://")
 	}
+	return NewEngineAt(sock), nil
+}
+
+// NewEngineAt returns a client of the Docker Engine listening on the unix socket sock.
+func NewEngineAt(sock string) *Engine {
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
 	}}
-	return &Engine{hc: &http.Client{Transport: tr, Timeout: 60 * time.Second}, base: "http://docker/v1.41"}, nil
+	return &Engine{hc: &http.Client{Transport: tr, Timeout: 60 * time.Second}, base: "http://docker/v1.41"}
 }
 
 // APIError is an error answer of the engine.

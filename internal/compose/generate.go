@@ -100,6 +100,9 @@ type Options struct {
 	// Seed is the run's seed: every node's configuration gets a seed derived from it (topology.RunSeed); 0 = none
 	// (the nodes seed from the clock), as in the committed example lab.
 	Seed int64
+	// Labels are put on every service and network ("" = none, as in the committed lab): the compose lab's owner
+	// labels (OwnerLabels), by which `imslab clean` finds the projects of crashed runs.
+	Labels map[string]string
 }
 
 // Bundle is a generated compose lab: the compose file and the files of its configuration directory.
@@ -215,6 +218,7 @@ type service struct {
 	DependsOn   *orderedMap       `yaml:"depends_on,omitempty"`
 	StopGrace   string            `yaml:"stop_grace_period"`
 	Restart     string            `yaml:"restart"`
+	Labels      map[string]string `yaml:"labels,omitempty"`
 }
 
 type netCfg struct {
@@ -352,6 +356,7 @@ func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byt
 			}
 			core = append(core, n.Name)
 		}
+		s.Labels = o.Labels
 		services.set(name, s)
 	}
 	if o.Traffic != nil {
@@ -360,7 +365,7 @@ func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byt
 		services.set(TrafficService, service{Image: image, User: o.User, Volumes: vols, Networks: networks,
 			StopGrace: "10s", Restart: "no",
 			Command:   []string{"/bin/ue", "--config", path.Join(MountConfig, "ue.yaml")},
-			DependsOn: healthy(core...)})
+			DependsOn: healthy(core...), Labels: o.Labels})
 	}
 	networks := &orderedMap{}
 	for _, nw := range []struct {
@@ -389,6 +394,9 @@ func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byt
 		}
 		if len(opts) > 0 {
 			network.set("driver_opts", opts)
+		}
+		if len(o.Labels) > 0 {
+			network.set("labels", o.Labels)
 		}
 		networks.set(nw.name, network)
 	}

@@ -217,7 +217,8 @@ func (l *Lab) Up(ctx context.Context) error {
 			return fmt.Errorf("compose lab: %w", err)
 		}
 		b, err := Generate(l.cfg.Topology, Options{Subnet: subnet, Image: l.cfg.Image, ConfigDir: ".",
-			DataDir: l.cfg.RunDir, User: user, Bridge: l.bridge, Source: "the scenario's topology", Seed: l.cfg.Seed})
+			DataDir: l.cfg.RunDir, User: user, Bridge: l.bridge, Source: "the scenario's topology", Seed: l.cfg.Seed,
+			Labels: OwnerLabels(l.cfg.RunDir)})
 		if err != nil {
 			return fmt.Errorf("compose lab: %w", err)
 		}

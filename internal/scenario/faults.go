@@ -46,10 +46,15 @@ type FaultKind struct {
 	check func(f Fault, nodes []string, t *topology.Topology) (field, msg string)
 }
 
-// Modes of hss-down.
+// Modes of hss-down (kill, pause), flap (kill, partition) and dns-down (kill, unreachable).
 const (
 	ModeKill  = "kill"
 	ModePause = "pause"
+	// ModePartition: flap partitions and heals the target (from its peers, or from everyone) instead of
+	// killing and starting it.
+	ModePartition = "partition"
+	// ModeUnreachable: dns-down cuts dnsd off from every node (isolate) instead of killing it.
+	ModeUnreachable = "unreachable"
 )
 
 func kill(_ context.Context, l Lab, _ Fault, n string) error      { return l.Kill(n) }
@@ -61,7 +66,7 @@ func restart(ctx context.Context, l Lab, _ Fault, n string) error { return l.Res
 func noParams(f Fault) (string, string) {
 	switch {
 	case f.Mode != "":
-		return "mode", "only for hss-down"
+		return "mode", "only for hss-down, dns-down and flap"
 	case f.Period != 0:
 		return "period", "only for flap"
 	case f.CPUPercent != 0:
@@ -193,10 +198,36 @@ var faultKinds = map[string]FaultKind{
 		},
 	},
 	"dns-down": {
-		Name:   "dns-down",
-		Doc:    "the lab DNS (dnsd) killed; with for, started again after that long; target defaults to dnsd",
-		Inject: kill, Fix: start, Active: "down", Records: true,
-		check: oneNode(topology.KindDNS),
+		Name: "dns-down",
+		Doc: "the lab DNS killed (mode: kill, the default; with for, started again after that long) or, with mode: " +
+			"unreachable, left running but cut off from every node (isolated in its namespace; with for, healed; " +
+			"network namespaces); target defaults to dnsd",
+		Inject: func(ctx context.Context, l Lab, f Fault, n string) error {
+			if f.Mode == ModeUnreachable {
+				return isolateNet(ctx, l, f, n)
+			}
+			return l.Kill(n)
+		},
+		Fix: func(ctx context.Context, l Lab, f Fault, n string) error {
+			if f.Mode == ModeUnreachable {
+				return healNet(ctx, l, f, n)
+			}
+			return l.Start(ctx, n)
+		},
+		Active: "down", Records: true,
+		check: func(f Fault, nodes []string, t *topology.Topology) (string, string) {
+			switch f.Mode {
+			case "", ModeKill, ModeUnreachable:
+			default:
+				return "mode", fmt.Sprintf("%q: must be %s or %s", f.Mode, ModeKill, ModeUnreachable)
+			}
+			g := f
+			g.Mode = ""
+			if field, msg := noParams(g); field != "" {
+				return field, msg
+			}
+			return checkOneNode(f, nodes, t, topology.KindDNS)
+		},
 	},
 	"failback": {
 		Name: "failback",
@@ -208,46 +239,46 @@ var faultKinds = map[string]FaultKind{
 	"flap": {
 		Name: "flap",
 		Doc: "a node killed at at, started again a period later, killed again a period after that, … until for " +
-			"is over; it is left running",
+			"is over; it is left running. With mode: partition, the node is partitioned from its peers (isolated " +
+			"when it has none) and healed instead, every period, and left healed (network namespaces)",
 		Run: func(ctx context.Context, l Lab, f Fault, n string, sleepUntil func(time.Duration) bool) error {
-			up := true
-			for off := time.Duration(0); off < f.For; off += f.Period {
-				if off > 0 && !sleepUntil(f.At+off) {
-					return nil
-				}
-				var err error
-				if up {
-					err = l.Kill(n)
-				} else {
-					err = l.Start(ctx, n)
-				}
-				if err != nil {
-					return err
-				}
-				up = !up
+			down, up := func() error { return l.Kill(n) }, func() error { return l.Start(ctx, n) }
+			if f.Mode == ModePartition {
+				down = func() error { return flapCut(ctx, l, f, n) }
+				up = func() error { return healNet(ctx, l, f, n) }
 			}
-			if !sleepUntil(f.At + f.For) {
-				return nil
-			}
-			if !up {
-				return l.Start(ctx, n)
-			}
-			return nil
+			return flapRun(f, down, up, sleepUntil)
 		},
 		Active: "flapping", Records: true,
 		check: func(f Fault, nodes []string, t *topology.Topology) (string, string) {
 			switch {
+			case f.Mode != "" && f.Mode != ModeKill && f.Mode != ModePartition:
+				return "mode", fmt.Sprintf("%q: must be %s or %s", f.Mode, ModeKill, ModePartition)
 			case f.Period <= 0:
 				return "period", "missing: how long each down and each up phase lasts"
 			case f.For < 2*f.Period:
 				return "for", fmt.Sprintf("%s: a flap lasts at least two periods (2 × %s)", f.For, f.Period)
-			case f.Mode != "":
-				return "mode", "only for hss-down"
 			case f.CPUPercent != 0:
 				return "cpu_percent", "only for slow"
 			}
-			if field, msg := noNetParams(f); field != "" {
-				return field, msg
+			if f.Mode == ModePartition {
+				g := f
+				g.Mode, g.Period = "", 0
+				if field, msg := checkNet(g, "peers", "direction", "reject"); field != "" {
+					return field, msg
+				}
+			} else {
+				switch {
+				case len(f.Peers) > 0:
+					return "peers", "only for a flap with mode: partition (a kill flap has no peers)"
+				case f.Direction != "":
+					return "direction", "only for a flap with mode: partition"
+				case f.Reject:
+					return "reject", "only for a flap with mode: partition"
+				}
+				if field, msg := noNetParams(f); field != "" {
+					return field, msg
+				}
 			}
 			return checkOneNode(f, nodes, t)
 		},
@@ -521,7 +552,7 @@ func (in *Injector) record(kind string, f Fault, nodes []string) {
 	if f.CPUPercent > 0 {
 		fields["cpu_percent"] = f.CPUPercent
 	}
-	if IsNetwork(f.Kind) {
+	if f.needsNet() {
 		if len(f.Peers) > 0 {
 			fields["peers"], fields["peer_nodes"] = f.Peers, f.PeerNodes
 		}
@@ -568,6 +599,34 @@ func (in *Injector) Active() []string {
 		}
 	}
 	return out
+}
+
+// flapRun carries out a flap: down at at, up a period later, down again a period after that, … until for is
+// over, then up if it was left down. It stops (returning nil) when sleepUntil reports the run is over.
+func flapRun(f Fault, down, up func() error, sleepUntil func(time.Duration) bool) error {
+	isUp := true
+	for off := time.Duration(0); off < f.For; off += f.Period {
+		if off > 0 && !sleepUntil(f.At+off) {
+			return nil
+		}
+		var err error
+		if isUp {
+			err = down()
+		} else {
+			err = up()
+		}
+		if err != nil {
+			return err
+		}
+		isUp = !isUp
+	}
+	if !sleepUntil(f.At + f.For) {
+		return nil
+	}
+	if !isUp {
+		return up()
+	}
+	return nil
 }
 
 // sleepUntil waits until t; false if ctx ended first.

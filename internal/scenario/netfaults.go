@@ -42,14 +42,8 @@ func netKinds() []FaultKind {
 				"target's namespace, both ways (direction: both, the default), only those reaching the target (in) or " +
 				"only those it sends (out); silently by default, with reject: true answered with ICMP port " +
 				"unreachable / TCP reset; with for, healed after that long (network namespaces)",
-			Inject: applyNet(func(ctx context.Context, nl NetLab, f Fault, _ string) (netfault.Spec, error) {
-				peers, err := prefixes(nl, f.PeerNodes)
-				if err != nil {
-					return nil, err
-				}
-				return netfault.Partition{Peers: peers, Direction: netDirection(f.Direction), Reject: f.Reject}, nil
-			}),
-			Fix: healNet, Active: "partitioned", Records: true,
+			Inject: applyNet(partitionSpec),
+			Fix:    healNet, Active: "partitioned", Records: true,
 			check: func(f Fault, nodes []string, t *topology.Topology) (string, string) {
 				if len(f.Peers) == 0 {
 					return "peers", "missing: the nodes, pools or sites the target is cut off from"
@@ -287,11 +281,46 @@ func healNet(ctx context.Context, l Lab, f Fault, node string) error {
 	return nl.HealNet(ctx, node, NetKey(f))
 }
 
-// NetworkFaults returns the scenario's network faults.
+// partitionSpec is a partition fault's spec: the target cut off from its peers' addresses.
+func partitionSpec(_ context.Context, nl NetLab, f Fault, _ string) (netfault.Spec, error) {
+	peers, err := prefixes(nl, f.PeerNodes)
+	if err != nil {
+		return nil, err
+	}
+	return netfault.Partition{Peers: peers, Direction: netDirection(f.Direction), Reject: f.Reject}, nil
+}
+
+// isolateNet cuts node off from everyone (the isolate kind's spec) under the fault's key: dns-down in mode
+// unreachable.
+var isolateNet = applyNet(func(context.Context, NetLab, Fault, string) (netfault.Spec, error) {
+	return netfault.Isolate{}, nil
+})
+
+// flapCut is the down phase of a flap in mode partition: the partition fault's spec when the flap has peers,
+// isolate when it has none.
+func flapCut(ctx context.Context, l Lab, f Fault, node string) error {
+	if len(f.Peers) == 0 {
+		return isolateNet(ctx, l, f, node)
+	}
+	if len(f.PeerNodes) == 0 {
+		return fmt.Errorf("%s: the peers %v were not resolved (Scenario.Validate)", node, f.Peers)
+	}
+	return applyNet(partitionSpec)(ctx, l, f, node)
+}
+
+// needsNet reports whether the fault needs a NetLab: a network kind, a flap in mode partition or a dns-down in
+// mode unreachable.
+func (f Fault) needsNet() bool {
+	return IsNetwork(f.Kind) || f.Kind == "flap" && f.Mode == ModePartition ||
+		f.Kind == "dns-down" && f.Mode == ModeUnreachable
+}
+
+// NetworkFaults returns the scenario's network faults (the network kinds, flap in mode partition, dns-down in
+// mode unreachable).
 func (s *Scenario) NetworkFaults() []Fault {
 	var out []Fault
 	for _, f := range s.Faults {
-		if IsNetwork(f.Kind) {
+		if f.needsNet() {
 			out = append(out, f)
 		}
 	}
@@ -323,8 +352,12 @@ func netPrecheck(s *Scenario, l any) error {
 func netNeedsError(s *Scenario, cause error) error {
 	var kinds []string
 	for _, f := range s.NetworkFaults() {
-		if !slices.Contains(kinds, f.Kind) {
-			kinds = append(kinds, f.Kind)
+		k := f.Kind
+		if !IsNetwork(f.Kind) {
+			k += " mode " + f.Mode
+		}
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
 		}
 	}
 	return fmt.Errorf("scenario %s has a network fault (%s); %w: run as root with `imslab run --netns` (Linux "+

@@ -149,7 +149,9 @@ type Fault struct {
 	At time.Duration `yaml:"at"`
 	// For is how long the fault lasts before it is fixed (the node restarted or resumed); 0 = until the end.
 	For time.Duration `yaml:"for"`
-	// Mode is hss-down's way down: kill (default) or pause.
+	// Mode is hss-down's way down: kill (default) or pause; flap's: kill (default) or partition (partitioned
+	// from Peers, isolated without, and healed, every Period); dns-down's: kill (default) or unreachable (dnsd
+	// isolated, left running).
 	Mode string `yaml:"mode,omitempty"`
 	// Period is flap's half cycle: the node is down for a period, then up for a period, … for For.
 	Period time.Duration `yaml:"period,omitempty"`
@@ -508,6 +510,9 @@ func (s *Scenario) validateFaults(v *validator) {
 				v.add(field+".target", "%s", bad)
 			} else {
 				spanNodes = []string{b}
+				if !f.resolvePeers(v, field, &s.Topology) {
+					ok = false // the peers are reported; the kind's check would repeat it
+				}
 				if ok && k.check != nil {
 					g := *f
 					g.Target = b
@@ -521,6 +526,9 @@ func (s *Scenario) validateFaults(v *validator) {
 				v.add(field+".target", "%s", bad)
 			} else {
 				spanNodes = members
+				if !f.resolvePeers(v, field, &s.Topology) {
+					ok = false
+				}
 				if ok && k.check != nil { // every member is of the same kind: check the first
 					g := *f
 					g.Target = members[0]
