@@ -194,6 +194,7 @@ func (s *Stack) Run(ctx context.Context, node Runner) error {
 	g.Go(func() error { return s.Health.Run(gctx) })
 	g.Go(func() error { return node.Run(gctx) })
 	g.Go(func() error { ReportOverload(gctx, s.EP.Overload, s.Rec); return nil })
+	g.Go(func() error { ReportStale(gctx, s.Res, s.Rec); return nil })
 	if s.Cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", s.Cfg.MetricsListen)
 		if err != nil {
@@ -341,5 +342,26 @@ func ReportOverload(ctx context.Context, c *overload.Controller, rec *obs.Record
 				"shed_share": st.ShedShare})
 		}
 		last = st
+	}
+}
+
+// ReportStale writes a "dns_stale" event every second in which the node's resolver served expired answers because
+// the DNS server did not answer (serve-stale, pool.DNSResolver): how many in that second, the total, and how many
+// queries it sent. A node writes none while the DNS answers; a test or a reader of the events sees from them that
+// the node went on with the last answers it had (issue 11's dns-outage).
+func ReportStale(ctx context.Context, r *pool.DNSResolver, rec *obs.Recorder) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var last uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n := r.StaleServed(); n != last {
+			rec.Emit("dns_stale", map[string]any{"served": n - last, "served_total": n, "queries_total": r.Queries()})
+			last = n
+		}
 	}
 }

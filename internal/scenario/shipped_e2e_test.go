@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/topology"
 	"github.com/imslab/quasipool/internal/ue"
 )
 
@@ -42,14 +44,28 @@ const (
 // calls.total, scales with the number of calls offered.
 func shorten(sc *scenario.Scenario, base int) {
 	GinkgoHelper()
-	f := float64(ciDuration) / float64(sc.Duration)
+	shortenTo(sc, base, 11, ciDuration)
+}
+
+// shippedPorts is how many ports shortenTo lays a scenario's lab out on: the DNS, the HSS (Diameter, HTTP), the
+// BAC, the I-CSCF and one per pool member.
+func shippedPorts(sc *scenario.Scenario) int {
+	return 5 + sc.Topology.Pools.PCSCF.Size + sc.Topology.Pools.SCSCF.Size
+}
+
+// shortenTo is shorten to a run of d, on a block of ports (at least shippedPorts). A flap's period is not scaled:
+// it is the time a member stays down or up, which must stay longer than detection (two 1 s probes) for the flap
+// to mean anything; the run is made long enough for the cycles instead (flapping-scscf).
+func shortenTo(sc *scenario.Scenario, base, ports int, d time.Duration) {
+	GinkgoHelper()
+	f := float64(d) / float64(sc.Duration)
 	scale := func(d time.Duration) time.Duration {
 		return time.Duration(float64(d) * f).Round(100 * time.Millisecond)
 	}
 	for i := range sc.Faults {
 		sc.Faults[i].At, sc.Faults[i].For = scale(sc.Faults[i].At), scale(sc.Faults[i].For)
 	}
-	offered := ciDuration.Seconds() / sc.Duration.Seconds()
+	offered := d.Seconds() / sc.Duration.Seconds()
 	if sc.Traffic.ProbeInterval == 0 {
 		offered *= ciCallRate / sc.Traffic.CallRate
 	}
@@ -59,21 +75,21 @@ func shorten(sc *scenario.Scenario, base int) {
 			sc.Expectations[i].Value = &v
 		}
 	}
-	sc.Duration = ciDuration
+	sc.Duration = d
 	if sc.Traffic.ProbeInterval == 0 {
 		// Random calls only (baseline): denser, so the short run still places a few hundred.
 		sc.Traffic.Phones, sc.Traffic.CallRate, sc.Traffic.Hold = ciPhones, ciCallRate, ciHold
 	} // with probe traffic every phone already calls and is called every probe interval: kept as it is
 
+	Expect(shippedPorts(sc)).To(BeNumerically("<=", ports), "the block of ports holds every node")
 	t := &sc.Topology
 	t.DNS.Listen = fmt.Sprintf("127.0.0.1:%d", base)
 	t.HSS.Address, t.HSS.DiameterPort, t.HSS.HTTPPort = "127.0.0.1", base+1, base+2
 	t.BAC.Address, t.BAC.Port = "127.0.0.1", base+3
 	t.ICSCF.Address, t.ICSCF.Port = "127.0.0.1", base+4
-	Expect(t.Pools.PCSCF.Size).To(BeNumerically("<=", 3))
-	Expect(t.Pools.SCSCF.Size).To(BeNumerically("<=", 3))
 	t.Pools.PCSCF.Address, t.Pools.PCSCF.Addresses, t.Pools.PCSCF.BasePort, t.Pools.PCSCF.Port = "127.0.0.1", nil, base+5, 0
-	t.Pools.SCSCF.Address, t.Pools.SCSCF.Addresses, t.Pools.SCSCF.BasePort, t.Pools.SCSCF.Port = "127.0.0.1", nil, base+8, 0
+	t.Pools.SCSCF.Address, t.Pools.SCSCF.Addresses, t.Pools.SCSCF.BasePort, t.Pools.SCSCF.Port = "127.0.0.1", nil,
+		base+5+t.Pools.PCSCF.Size, 0
 	Expect(sc.Validate()).To(Succeed())
 }
 
@@ -84,8 +100,9 @@ type shippedRun struct {
 	sum     *report.Summary
 	output  string
 	domain  string
-	faultNs int64  // the lab's fault event of the (single) fault
-	dead    string // its target
+	sc      *scenario.Scenario // as run (shortened)
+	faultNs int64              // the lab's first fault event of the first fault
+	dead    string             // its target (a node, or the site of a site-down)
 	invites []sipHop
 	cx      []cxAnswer
 	events  map[string][]nodeEvent // node → its events (restore, reselect, …)
@@ -136,13 +153,17 @@ func (a cxAnswer) String() string {
 }
 
 type nodeEvent struct {
-	Tried  []string `json:"tried"`
-	TNs    int64    `json:"t_ns"`
-	Kind   string   `json:"kind"`
-	IMPU   string   `json:"impu"`
-	CallID string   `json:"call_id"`
-	UAT    *int     `json:"uat"`
-	Cmd    string   `json:"cmd"`
+	Tried   []string `json:"tried"`
+	TNs     int64    `json:"t_ns"`
+	Kind    string   `json:"kind"`
+	IMPU    string   `json:"impu"`
+	CallID  string   `json:"call_id"`
+	UAT     *int     `json:"uat"`
+	Cmd     string   `json:"cmd"`
+	Peer    string   `json:"peer"`    // peer_state
+	State   string   `json:"state"`   // peer_state
+	Served  int      `json:"served"`  // dns_stale
+	Queries int      `json:"queries"` // dns_stats
 }
 
 // buildNodes builds the node binaries once for every run of this file (each run would otherwise link them again).
@@ -168,7 +189,7 @@ func buildNodesInto(ctx SpecContext, dir string) string {
 
 // runShipped loads scenarios/<name>.yaml, shortens it, runs it with the real report builder and loads what the
 // run recorded, with the run directory <dir>/run.
-func runShipped(ctx SpecContext, name, binDir, dir string) *shippedRun {
+func runShipped(ctx SpecContext, name, binDir, dir string, d time.Duration) *shippedRun {
 	GinkgoHelper()
 	wd, err := os.Getwd()
 	Expect(err).NotTo(HaveOccurred())
@@ -177,9 +198,9 @@ func runShipped(ctx SpecContext, name, binDir, dir string) *shippedRun {
 	file := filepath.Join(repo, "scenarios", name+".yaml")
 	sc, err := scenario.Load(file)
 	Expect(err).NotTo(HaveOccurred())
-	shorten(sc, freeBlock(11))
+	shortenTo(sc, freeBlock(shippedPorts(sc)), shippedPorts(sc), d)
 
-	r := &shippedRun{dir: filepath.Join(dir, "run"), domain: sc.Topology.Domain}
+	r := &shippedRun{dir: filepath.Join(dir, "run"), domain: sc.Topology.Domain, sc: sc}
 	var out strings.Builder
 	build := func(runDir string) (scenario.Metrics, error) {
 		s, err := report.Build(runDir)
@@ -207,11 +228,16 @@ func runShipped(ctx SpecContext, name, binDir, dir string) *shippedRun {
 func (r *shippedRun) load(sc *scenario.Scenario) {
 	GinkgoHelper()
 	if len(sc.Faults) > 0 {
-		Expect(sc.Faults).To(HaveLen(1), "the shipped scenarios have one fault each")
+		// The KPIs follow the first fault (hss-outage has a second one); its target may be left out (hss-down,
+		// dns-down: the lab's fault event names the node) or be a site (every node of it is killed).
 		r.dead = sc.Faults[0].Target
+		nodes, _ := sc.Topology.Target(r.dead)
 		for _, e := range readJSONL[labEvent](filepath.Join(r.dir, "events", "lab.jsonl")) {
-			if e.Kind == "fault" && e.Target == r.dead && r.faultNs == 0 {
+			if e.Kind == "fault" && r.faultNs == 0 && (r.dead == "" || e.Target == r.dead || slices.Contains(nodes, e.Target)) {
 				r.faultNs = e.TNs
+				if r.dead == "" {
+					r.dead = e.Target
+				}
 			}
 		}
 		Expect(r.faultNs).NotTo(BeZero(), "the lab recorded the fault")
@@ -397,13 +423,114 @@ func nodeOfServer(serverName string) string {
 	return name
 }
 
+// procEvent is a lab event about a node's process: node_exit (the lab's wait for it returned: its exit status) or
+// node_ready (the lab started it and saw it ready). They come from the process supervisor, not from the fault
+// injector.
+type procEvent struct {
+	TNs    int64  `json:"t_ns"`
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	PID    int    `json:"pid"`
+	Signal string `json:"signal"`
+}
+
+// procEvents returns the node_exit and node_ready events of a node at or after t, in time order.
+func (r *shippedRun) procEvents(node string, t int64) []procEvent {
+	GinkgoHelper()
+	var out []procEvent
+	for _, e := range readJSONL[procEvent](filepath.Join(r.dir, "events", "lab.jsonl")) {
+		if e.Target == node && (e.Kind == "node_exit" || e.Kind == "node_ready") && e.TNs >= t {
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b procEvent) int { return cmp.Compare(a.TNs, b.TNs) })
+	return out
+}
+
+// outage is a node's first death at or after t and its next start, as the lab saw them (ready is zero when it was
+// not started again), and killed, when the lab sent the signal that ended it. The exit is recorded when the lab's
+// wait for the process returns, which on a starved machine can be seconds after the death (2.3 s seen at a load
+// average of 20): time windows that start at the death start at killed.
+func (r *shippedRun) outage(node string, t int64) (exit, ready procEvent, killed int64) {
+	GinkgoHelper()
+	evs := r.procEvents(node, t)
+	i := slices.IndexFunc(evs, func(e procEvent) bool { return e.Kind == "node_exit" })
+	Expect(i).To(BeNumerically(">=", 0), "the lab saw %s's process exit after the fault: %v", node, evs)
+	exit = evs[i]
+	if j := slices.IndexFunc(evs[i:], func(e procEvent) bool { return e.Kind == "node_ready" }); j >= 0 {
+		ready = evs[i+j]
+	}
+	for _, e := range readJSONL[procEvent](filepath.Join(r.dir, "events", "lab.jsonl")) {
+		if e.Kind == "fault" && e.Target == node && e.PID == exit.PID && e.TNs <= exit.TNs {
+			killed = e.TNs
+		}
+	}
+	Expect(killed).NotTo(BeZero(), "the lab signalled %s (pid %d)", node, exit.PID)
+	return exit, ready, killed
+}
+
+// ownEvents returns a node's own events of a kind with t_ns in [from, to], in time order.
+func (r *shippedRun) ownEvents(node, kind string, from, to int64) []nodeEvent {
+	var out []nodeEvent
+	for _, e := range r.events[node] {
+		if e.Kind == kind && e.TNs >= from && e.TNs <= to {
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b nodeEvent) int { return cmp.Compare(a.TNs, b.TNs) })
+	return out
+}
+
+// healNs is when the lab healed fault i (its heal instant in the summary).
+func (r *shippedRun) healNs(i int) int64 {
+	GinkgoHelper()
+	Expect(r.sum.Faults).To(HaveLen(len(r.sc.Faults)))
+	Expect(r.sum.Faults[i].HealS).NotTo(BeNil(), "fault %d was healed", i)
+	return r.sum.StartNs + int64(*r.sum.Faults[i].HealS*1e9)
+}
+
+// endNs is the end of the run's traffic (t0 + duration); the phones deregister and the lab stops after it.
+func (r *shippedRun) endNs() int64 { return r.sum.StartNs + int64(r.sc.Duration) }
+
+// registrations counts the phones' registrations (initial or refresh, not the deregistrations at the end of the
+// run) started in [from, to].
+func (r *shippedRun) registrations(from, to int64) int {
+	n := 0
+	for _, rec := range r.records {
+		if rec.Type == "register" && rec.Kind != "deregister" && rec.TNs >= from && rec.TNs <= to {
+			n++
+		}
+	}
+	return n
+}
+
+// calls counts the call records (both directions) started in [from, to], and how many of them were answered.
+func (r *shippedRun) calls(from, to int64) (all, ok int) {
+	for _, rec := range r.records {
+		if rec.Type == "call" && rec.TNs >= from && rec.TNs <= to {
+			all++
+			if rec.Result == "ok" {
+				ok++
+			}
+		}
+	}
+	return all, ok
+}
+
+func nodeOfHost(host string) string {
+	name, _, _ := strings.Cut(host, ".")
+	return name
+}
+
+func seconds(ns int64) string { return fmt.Sprintf("%.2f s", float64(ns)/1e9) }
+
 var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordered, ContinueOnFailure, func() {
 	var binDir string
 	BeforeAll(func(ctx SpecContext) { binDir = buildNodes(ctx) }, NodeTimeout(5*time.Minute))
 
-	// run runs scenarios/<name>.yaml once for the specs of the enclosing container. Its run directory is removed
-	// afterwards unless a spec failed; then it is kept and named in the report.
-	run := func(name string) func() *shippedRun {
+	// runFor runs scenarios/<name>.yaml once, shortened to d, for the specs of the enclosing container. Its run
+	// directory is removed afterwards unless a spec failed; then it is kept and named in the report.
+	runFor := func(name string, d time.Duration) func() *shippedRun {
 		var (
 			r      *shippedRun
 			dir    string
@@ -418,7 +545,7 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 					Expect(os.RemoveAll(dir)).To(Succeed())
 				}
 			})
-			r = runShipped(ctx, name, binDir, dir)
+			r = runShipped(ctx, name, binDir, dir, d)
 		}, NodeTimeout(4*time.Minute))
 		AfterEach(func() {
 			if CurrentSpecReport().Failed() {
@@ -428,6 +555,8 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 		})
 		return func() *shippedRun { return r }
 	}
+	// run is runFor the CI duration (24 s).
+	run := func(name string) func() *shippedRun { return runFor(name, ciDuration) }
 
 	// passesWithTakeover checks a fault scenario's outcome and the takeover KPIs; watcher is the node that must
 	// notice the fault ("" for a fault too short to be noticed).
@@ -664,6 +793,229 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 				}
 			}
 			Expect(quota).To(Equal([]int{5000, 100000}), "5 %% of the CFS period, read back from the cgroup")
+		})
+	})
+
+	// The four below (issue 11) are checked by what the processes, the nodes and the phones recorded, not by the
+	// injector's fault events. Shortened to 24 s, hss-outage's HSS is down from 6 s to 14 s with pcscf1 killed at
+	// 8 s (2 s into the outage, as 5 s of 20 in the shipped run): the takeover still has to wait for the HSS.
+	// The heal leaves a gap the shortening makes weigh more: the nodes' Cx clients redial every ReconnectMax (2 s)
+	// while the HSS is down and fail requests at once meanwhile (FailFastAfter), so calls in the first moment after
+	// the HSS is back (up to 2 s) still get 504; of the 10 s after the heal that is a larger share than of the
+	// shipped run's 25 s, against "calls succeed again once the HSS is back" (0.99).
+	Context("hss-outage", func() {
+		r := run("hss-outage")
+		It("passes its expectations as shipped", func() {
+			s := r()
+			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), s.output)
+		})
+
+		It("the HSS process died and came back on its data: no Cx answer while it was gone, answers again after, "+
+			"nobody registered again, and pcscf1's users were taken over by LIR UAT 2 answered after its return", func() {
+			s := r()
+			exit, ready, killed := s.outage("hss", s.faultNs)
+			Expect(exit.Signal).To(Equal("SIGKILL"), "the HSS was killed: %+v", exit)
+			Expect(ready.TNs).NotTo(BeZero(), "the lab started the HSS again")
+			Expect(ready.PID).NotTo(Equal(exit.PID), "a new HSS process")
+			want := s.sc.Faults[0].For
+			Expect(time.Duration(ready.TNs-killed)).To(BeNumerically(">=", want-500*time.Millisecond),
+				"the HSS was gone for the fault's %s", want)
+			// The HSS's own account: it started again (its second node_ready) and answered nothing in between.
+			own := s.ownEvents("hss", "node_ready", exit.TNs, ready.TNs+int64(time.Second))
+			Expect(own).NotTo(BeEmpty(), "the HSS wrote node_ready again after its restart")
+			back := own[0].TNs
+			for _, a := range s.cx {
+				Expect(a.TNs > exit.TNs && a.TNs < back).To(BeFalse(), "a Cx answer while the HSS was gone: %s", a)
+			}
+			var after []cxAnswer
+			for _, a := range s.cx {
+				if a.requestNs() >= back && a.requestNs() <= s.endNs() && cxOK(a) {
+					after = append(after, a)
+				}
+			}
+			Expect(after).NotTo(BeEmpty(), "Cx answers resumed after the HSS was back")
+			Expect(slices.ContainsFunc(after, func(a cxAnswer) bool { return a.Cmd == "UAR" })).To(BeFalse(),
+				"nobody had to register again (no UAR after the HSS's return)")
+			Expect(s.registrations(killed, s.endNs())).To(BeZero(), "no phone registered during or after the outage")
+			// The assignments survived: LIRs without UAT after the return name an S-CSCF.
+			Expect(after).To(ContainElement(Satisfy(func(a cxAnswer) bool {
+				return a.Cmd == "LIR" && (a.UAT == nil || *a.UAT == 0) && strings.HasPrefix(nodeOfServer(a.ServerName), "scscf")
+			})), "LIRs after the return name the users' S-CSCFs")
+
+			// pcscf1 died during the outage; its users were taken over with the restoration data the HSS kept.
+			_, _, pKilled := s.outage("pcscf1", s.faultNs)
+			Expect(pKilled).To(BeNumerically(">", killed), "pcscf1 was killed after the HSS")
+			Expect(pKilled).To(BeNumerically("<", back), "pcscf1 was killed while the HSS was down")
+			Expect(s.sum.AffectedIMPUs).NotTo(BeEmpty())
+			for _, u := range s.sum.AffectedIMPUs {
+				Expect(s.cxFor("LIR", u, back, s.endNs())).To(ContainElement(Satisfy(func(a cxAnswer) bool {
+					return uatIs(a, 2) && cxOK(a)
+				})), "%s: LIR with UAT 2 answered 2001 after the HSS's return (%s after the start)", u,
+					seconds(back-s.sum.StartNs))
+			}
+			GinkgoWriter.Printf("hss-outage: HSS killed at %s, back at %s (own node_ready), pcscf1 killed at %s; "+
+				"%d Cx answers after the return\n", seconds(killed-s.sum.StartNs), seconds(back-s.sum.StartNs),
+				seconds(pKilled-s.sum.StartNs), len(after))
+		})
+	})
+
+	// site-loss on topologies/two-sites.yaml (pools of 4 over two sites, 40 phones): south is killed at 8 s of 24.
+	Context("site-loss", func() {
+		r := run("site-loss")
+		passesWithTakeover(r, "icscf")
+
+		It("every south node died and a north node reported each down; north served every affected user", func() {
+			s := r()
+			site, ok := strings.CutPrefix(s.dead, topology.SiteTargetPrefix)
+			Expect(ok).To(BeTrue(), "the fault names a site: %q", s.dead)
+			south := s.sc.Topology.SiteNodes(site)
+			Expect(south).To(ConsistOf("pcscf3", "pcscf4", "scscf3", "scscf4"))
+			north := s.sc.Topology.SiteNodes("north")
+			for _, n := range south {
+				exit, ready, killed := s.outage(n, s.faultNs)
+				Expect(exit.Signal).To(Equal("SIGKILL"), "%s was killed: %+v", n, exit)
+				Expect(ready.TNs).To(BeZero(), "%s stayed down", n)
+				// A north node that probes n reported it down after the kill and not up again before the end of
+				// the traffic (on a starved machine it may have marked n down, on a late probe, already before).
+				var by []string
+				for _, m := range north {
+					var last *nodeEvent
+					for _, e := range s.ownEvents(m, "peer_state", 0, s.endNs()) {
+						if nodeOfHost(e.Peer) == n {
+							last = &e
+						}
+					}
+					if last != nil && last.State == "down" {
+						by = append(by, fmt.Sprintf("%s %+.2f s", m, float64(last.TNs-killed)/1e9))
+					}
+				}
+				Expect(by).NotTo(BeEmpty(), "a north node holds %s down at the end (its last peer_state)", n)
+				GinkgoWriter.Printf("site-loss: %s killed at %s, down at (relative to the kill) %v\n", n,
+					seconds(killed-s.sum.StartNs), by)
+			}
+			Expect(s.sum.AffectedIMPUs).NotTo(BeEmpty())
+			for _, u := range s.sum.AffectedIMPUs {
+				for _, d := range []string{"mo", "mt"} {
+					c := s.firstCall(u, d)
+					var served []string
+					for _, h := range s.hops(c.CallID, "", "") {
+						if h.Received && h.To != "ue" {
+							served = append(served, h.To)
+						}
+					}
+					Expect(served).To(ContainElement(HavePrefix("pcscf")), "%s %s: a P-CSCF served it\n%s", u, d, s.describe(c.CallID))
+					Expect(served).To(ContainElement(HavePrefix("scscf")), "%s %s: an S-CSCF served it\n%s", u, d, s.describe(c.CallID))
+					Expect(served).To(HaveEach(BeElementOf(north)), "%s %s: only north nodes served it\n%s", u, d, s.describe(c.CallID))
+				}
+			}
+		})
+	})
+
+	// flapping-scscf is not shortened to 24 s: its 5 s period (down 5 s, up 5 s) is what the scenario is about and
+	// must stay well above detection (two 1 s probes), and 24 s would leave one and a half cycles (killed at 6 and
+	// 16 s, back at 11 and 18 s). At 30 s the flap runs from 7.5 s to 22.5 s: killed at 7.5 and 17.5 s, started at
+	// 12.5 and 22.5 s (two full cycles; the shipped run has three), then 7.5 s of calm.
+	Context("flapping-scscf", func() {
+		r := runFor("flapping-scscf", 30*time.Second)
+		passesWithTakeover(r, "icscf")
+
+		It("scscf1 went down and came back more than once by its own account, and users were restored in more "+
+			"than one of its outages", func() {
+			s := r()
+			heal := s.healNs(0)
+			var cycles [][2]int64 // scscf1's outages: the kill, its own next node_ready
+			t := s.faultNs
+			for {
+				evs := s.procEvents("scscf1", t)
+				i := slices.IndexFunc(evs, func(e procEvent) bool { return e.Kind == "node_exit" && e.TNs <= heal })
+				if i < 0 {
+					break // the next exit, if any, is the lab's stop at the end of the run
+				}
+				exit, _, killed := s.outage("scscf1", evs[i].TNs)
+				Expect(exit.Signal).To(Equal("SIGKILL"), "%+v", exit)
+				own := s.ownEvents("scscf1", "node_ready", exit.TNs, math.MaxInt64)
+				Expect(own).NotTo(BeEmpty(), "scscf1 wrote node_ready again after the kill at %s", seconds(killed-s.sum.StartNs))
+				cycles = append(cycles, [2]int64{killed, own[0].TNs})
+				t = own[0].TNs
+			}
+			Expect(len(cycles)).To(BeNumerically(">=", 2), "scscf1 was killed and came back more than once")
+			Expect(cycles[len(cycles)-1][1]).To(BeNumerically("<=", heal+int64(2*time.Second)),
+				"back for good after the flapping")
+			restoredIn := 0
+			for _, c := range cycles {
+				takeovers, restores := 0, 0
+				for _, n := range []string{"scscf2", "scscf3"} {
+					takeovers += len(s.ownEvents(n, "takeover", c[0], c[1]))
+				}
+				for _, n := range []string{"pcscf1", "pcscf2", "pcscf3"} {
+					restores += len(s.ownEvents(n, "restore", c[0], c[1]))
+				}
+				GinkgoWriter.Printf("flapping-scscf: scscf1 down %s–%s: %d takeovers by scscf2/3, %d P-CSCF restores\n",
+					seconds(c[0]-s.sum.StartNs), seconds(c[1]-s.sum.StartNs), takeovers, restores)
+				if takeovers+restores > 0 {
+					restoredIn++
+				}
+			}
+			Expect(restoredIn).To(BeNumerically(">=", 2), "users were restored (an S-CSCF's takeover or a P-CSCF's "+
+				"restore) in more than one outage of scscf1")
+		})
+	})
+
+	// dns-outage shortened: dnsd is down from 8 s to 14 s of 24 (6 s: longer than the 1 s TTL and the 5 s
+	// failure-recheck period of the nodes' resolver).
+	Context("dns-outage", func() {
+		r := run("dns-outage")
+		It("passes its expectations as shipped", func() {
+			s := r()
+			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), s.output)
+		})
+
+		It("dnsd's process was gone and it answered nothing, while the nodes served stale answers and calls "+
+			"were answered", func() {
+			s := r()
+			exit, ready, killed := s.outage("dnsd", s.faultNs)
+			Expect(exit.Signal).To(Equal("SIGKILL"), "dnsd was killed: %+v", exit)
+			Expect(ready.TNs).NotTo(BeZero(), "the lab started dnsd again")
+			own := s.ownEvents("dnsd", "node_ready", exit.TNs, ready.TNs+int64(time.Second))
+			Expect(own).NotTo(BeEmpty(), "dnsd wrote node_ready again after its restart")
+			back := own[0].TNs
+			// dnsd's own events: nothing between its death and its restart (a killed dnsd writes no dns_stats), and
+			// the restarted one answered queries (its dns_stats at the end of the run).
+			for _, e := range s.events["dnsd"] {
+				Expect(e.TNs > exit.TNs && e.TNs < back).To(BeFalse(), "dnsd wrote %s while gone", e.Kind)
+			}
+			stats := s.ownEvents("dnsd", "dns_stats", back, math.MaxInt64)
+			Expect(stats).To(HaveLen(1), "the restarted dnsd counted its queries when the lab stopped it")
+			Expect(stats[0].Queries).To(BeNumerically(">", 0), "dnsd answered queries again after its restart")
+
+			// The nodes' resolvers served expired answers (dns_stale) during the outage. Before it they serve none
+			// on a machine that lets dnsd answer within the 500 ms query timeout; a starved one may see a few.
+			stale, before := map[string]int{}, 0
+			for n := range s.events {
+				for _, e := range s.ownEvents(n, "dns_stale", 0, math.MaxInt64) {
+					switch {
+					case e.TNs <= killed:
+						before += e.Served
+					case e.TNs <= back+int64(1500*time.Millisecond): // events are written once a second
+						stale[n] += e.Served
+					}
+				}
+			}
+			for _, n := range []string{"bac", "icscf"} {
+				Expect(stale).To(HaveKeyWithValue(n, BeNumerically(">", 0)), "%s served stale answers while dnsd "+
+					"was gone", n)
+			}
+			during := 0
+			for _, v := range stale {
+				during += v
+			}
+			Expect(during).To(BeNumerically(">", before), "more stale answers while dnsd was gone than before")
+			// Calls started once every cached answer had expired (1 s TTL) and before dnsd was back were answered.
+			all, ok := s.calls(killed+int64(2*time.Second), back)
+			Expect(all).To(BeNumerically(">", 0))
+			Expect(float64(ok)).To(BeNumerically(">=", 0.99*float64(all)), "calls answered while dnsd was gone")
+			GinkgoWriter.Printf("dns-outage: dnsd gone %s–%s; stale answers served %v (%d before the kill); calls "+
+				"%d answered of %d\n", seconds(killed-s.sum.StartNs), seconds(back-s.sum.StartNs), stale, before, ok, all)
 		})
 	})
 })
