@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/imslab/quasipool/internal/netns"
 )
 
 // Owner labels: the compose lab puts them on every container and network of its project (Options.Labels), so
@@ -35,7 +37,7 @@ const labelProject = "com.docker.compose.project"
 // OwnerLabels returns the owner labels of this process with the run directory.
 func OwnerLabels(runDir string) map[string]string {
 	m := map[string]string{LabelOwnerPID: strconv.Itoa(os.Getpid()), LabelRunDir: runDir}
-	if s, err := procStart(os.Getpid()); err == nil {
+	if s, err := netns.ProcessStart(os.Getpid()); err == nil {
 		m[LabelOwnerStart] = strconv.FormatUint(s, 10)
 	}
 	if h, err := os.Hostname(); err == nil {
@@ -116,7 +118,7 @@ var ErrNoEngine = errors.New("no Docker engine")
 func CleanProjects(ctx context.Context, e *Engine, alive func(pid int, start uint64) bool) (CleanResult, error) {
 	var res CleanResult
 	if alive == nil {
-		alive = ownerAlive
+		alive = netns.ProcessAlive
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err := e.Ping(pctx)
@@ -202,31 +204,4 @@ func CleanProjects(ctx context.Context, e *Engine, alive func(pid int, start uin
 func notFound(err error) bool {
 	var ae *APIError
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
-}
-
-// ownerAlive tells whether process pid runs and started at start (not a reused pid).
-func ownerAlive(pid int, start uint64) bool {
-	if pid <= 0 {
-		return false
-	}
-	s, err := procStart(pid)
-	return err == nil && s == start
-}
-
-// procStart returns the start time of a process in clock ticks since boot (/proc/<pid>/stat field 22).
-func procStart(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command name may contain spaces and parentheses
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }

@@ -559,6 +559,13 @@ func readRecords(dir string) ([]record, error) {
 	return out, nil
 }
 
+// ProcessAlive tells whether process pid still runs and is the one that started at start (ProcessStart; not a
+// reused PID). The compose backend's clean uses it for the owners of its projects too.
+func ProcessAlive(pid int, start uint64) bool { return alive(pid, start) }
+
+// ProcessStart returns the start time of process pid in clock ticks since boot (/proc/<pid>/stat field 22).
+func ProcessStart(pid int) (uint64, error) { return procStart(pid) }
+
 // alive tells whether process pid still runs and is the one that started at start (not a reused PID).
 func alive(pid int, start uint64) bool {
 	if pid <= 0 {
