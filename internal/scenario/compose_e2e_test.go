@@ -34,7 +34,7 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 		Expect(err).NotTo(HaveOccurred())
 		shorten(sc, freeBlock(11)) // the ports do not matter: the compose lab lays the topology out on its own network
 		// One allowance: a call set up through the containers takes longer than through local processes (setup
-		// to 200 OK p50 0.24 s, p95 1.0 s against 0.11 s and 0.11 s in the same 60 s run on the 2-core machine),
+		// to 200 OK p95 0.78 s against 0.12 s in one 60 s run each, docs/results/health-timeouts),
 		// and the interruption of a user is the INVITE no-answer timer (2 s) plus the setup of the retried call.
 		// The local run keeps the shipped 3 s.
 		for i, e := range sc.Expectations {
