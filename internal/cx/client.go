@@ -40,6 +40,9 @@ type ClientConfig struct {
 	// instead of waiting for the HSS (default 2s; negative: always wait). A restarted HSS is back well within it,
 	// so requests made meanwhile still wait and go out; an HSS that is down does not hold every SIP transaction
 	// that needs it until its timeout, and its return is not met by a burst of every request queued meanwhile.
+	// A request that fails fast first asks for a connection attempt on demand (at most one per ReconnectMin) and
+	// waits up to 2×ReconnectMin for it, so the HSS's return is noticed by the first request after it, not at the
+	// next backoff tick (up to ReconnectMax later).
 	FailFastAfter time.Duration
 }
 
@@ -96,11 +99,15 @@ type Client struct {
 	sid     atomic.Uint64
 	sidBase string
 
-	mu        sync.Mutex
-	conn      diam.Conn
-	connected chan struct{} // closed while a connection is up; replaced when it goes down
-	downSince time.Time     // when the last connection was lost (zero: up, or never connected yet)
-	pending   map[uint32]chan *diam.Message
+	mu         sync.Mutex
+	conn       diam.Conn
+	connected  chan struct{} // closed while a connection is up; replaced when it goes down
+	downSince  time.Time     // when the last connection was lost (zero: up, or never connected yet)
+	attempting bool          // a connection attempt is under way
+	attempted  chan struct{} // closed when the next connection attempt has ended; replaced by each attempt
+	pending    map[uint32]chan *diam.Message
+
+	kick chan struct{} // a request asks Run for a connection attempt now instead of at the next backoff tick
 }
 
 // ClientOption configures optional collaborators.
@@ -118,7 +125,8 @@ func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
 		return nil, err
 	}
 	cfg.defaults()
-	c := &Client{cfg: cfg, log: slog.Default(), connected: make(chan struct{}), pending: map[uint32]chan *diam.Message{}}
+	c := &Client{cfg: cfg, log: slog.Default(), connected: make(chan struct{}), attempted: make(chan struct{}),
+		pending: map[uint32]chan *diam.Message{}, kick: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(c)
 	}
@@ -134,27 +142,45 @@ func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
 	return c, nil
 }
 
-// Run connects and keeps the connection up until ctx is done.
+// Run connects and keeps the connection up until ctx is done. While the HSS cannot be reached it retries with a
+// delay doubled from ReconnectMin up to ReconnectMax; a request waiting for the HSS cuts the delay short, but
+// attempts stay at least ReconnectMin apart.
 func (c *Client) Run(ctx context.Context) error {
 	delay := c.cfg.ReconnectMin
 	for {
+		last := time.Now()
+		c.setAttempting()
 		conn, err := c.dial(ctx)
+		if err == nil {
+			c.log.Info("cx: connected to the HSS", "peer", conn.RemoteAddr().String())
+			c.setConn(conn)
+		}
+		c.attemptEnded()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			c.log.Warn("cx: cannot connect to the HSS", "err", err, "retry_in", delay.String())
+			timer := time.NewTimer(delay)
 			select {
 			case <-ctx.Done():
+				timer.Stop()
 				return nil
-			case <-time.After(delay):
+			case <-timer.C:
+			case <-c.kick:
+				timer.Stop()
+				if wait := c.cfg.ReconnectMin - time.Since(last); wait > 0 {
+					select {
+					case <-ctx.Done():
+						return nil
+					case <-time.After(wait):
+					}
+				}
 			}
 			delay = min(delay*2, c.cfg.ReconnectMax)
 			continue
 		}
 		delay = c.cfg.ReconnectMin
-		c.log.Info("cx: connected to the HSS", "peer", conn.RemoteAddr().String())
-		c.setConn(conn)
 		select {
 		case <-ctx.Done():
 			conn.Close()
@@ -224,6 +250,21 @@ func (c *Client) dial(ctx context.Context) (diam.Conn, error) {
 	return conn, nil
 }
 
+func (c *Client) setAttempting() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.attempting = true
+}
+
+// attemptEnded wakes the requests waiting for the outcome of a connection attempt.
+func (c *Client) attemptEnded() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.attempting = false
+	close(c.attempted)
+	c.attempted = make(chan struct{})
+}
+
 func (c *Client) setConn(conn diam.Conn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -283,24 +324,9 @@ func (c *Client) roundTrip(ctx context.Context, code uint32, env *Envelope, payl
 	if env.DestinationHost == "" {
 		env.DestinationHost = c.cfg.DestinationHost
 	}
-	var conn diam.Conn
-	for {
-		c.mu.Lock()
-		conn = c.conn
-		up := c.connected
-		downSince := c.downSince
-		c.mu.Unlock()
-		if conn != nil {
-			break
-		}
-		if c.cfg.FailFastAfter > 0 && !downSince.IsZero() && time.Since(downSince) >= c.cfg.FailFastAfter {
-			return nil, fmt.Errorf("%s: %w (down for %s)", name, ErrNotConnected, time.Since(downSince).Round(time.Millisecond))
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: %w (%w)", name, ErrNotConnected, ctx.Err())
-		case <-up:
-		}
+	conn, err := c.awaitConn(ctx, name)
+	if err != nil {
+		return nil, err
 	}
 	id := c.hbh.Add(1)
 	m := diam.NewMessage(code, diam.RequestFlag|diam.ProxiableFlag, AppID, id, rand.Uint32(), Dict())
@@ -334,6 +360,69 @@ func (c *Client) roundTrip(ctx context.Context, code uint32, env *Envelope, payl
 		c.forget(id)
 		return nil, fmt.Errorf("%s: no answer: %w", name, ctx.Err())
 	}
+}
+
+// awaitConn returns the connection, waiting for it while ctx allows. Once the HSS has been unreachable for
+// FailFastAfter it asks for an attempt on demand and waits for that attempt only (bounded by 2×ReconnectMin).
+func (c *Client) awaitConn(ctx context.Context, name string) (diam.Conn, error) {
+	for {
+		c.mu.Lock()
+		conn, up, downSince := c.conn, c.connected, c.downSince
+		c.mu.Unlock()
+		if conn != nil {
+			return conn, nil
+		}
+		if c.cfg.FailFastAfter > 0 && !downSince.IsZero() && time.Since(downSince) >= c.cfg.FailFastAfter {
+			return c.attemptNow(ctx, name, downSince)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: %w (%w)", name, ErrNotConnected, ctx.Err())
+		case <-up:
+		}
+	}
+}
+
+func (c *Client) attemptNow(ctx context.Context, name string, downSince time.Time) (diam.Conn, error) {
+	c.mu.Lock()
+	up, attempted, busy := c.connected, c.attempted, c.attempting
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default: // an attempt is already asked for
+	}
+	grace := time.NewTimer(2 * c.cfg.ReconnectMin)
+	defer grace.Stop()
+	// An attempt under way when this request came may have started before the HSS was back: wait for the one
+	// after it too (the one asked for), within the grace.
+	for waits := 1 + btoi(busy); waits > 0; waits-- {
+		select {
+		case <-up:
+			waits = 0
+		case <-attempted:
+			c.mu.Lock()
+			attempted = c.attempted
+			c.mu.Unlock()
+		case <-grace.C:
+			waits = 0
+		case <-ctx.Done():
+			waits = 0
+		}
+	}
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	if conn != nil {
+		return conn, nil
+	}
+	return nil, fmt.Errorf("%s: %w (down for %s)", name, ErrNotConnected, time.Since(downSince).Round(time.Millisecond))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (c *Client) forget(id uint32) {

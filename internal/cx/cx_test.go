@@ -173,6 +173,52 @@ var _ = Describe("Cx client and server", Label("integration"), func() {
 		Expect(a.Result).To(Equal(Success))
 	})
 
+	It("serves the first request after the HSS's return, not only after the next reconnect tick", SpecTimeout(30*time.Second), func(sctx SpecContext) {
+		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		addr := ln.Addr().String()
+		serve := func(ln net.Listener) (stop func(), done chan error) {
+			srv, err := NewServer(ServerConfig{OriginHost: "hss.ims.test", OriginRealm: "ims.test", AllowAnyPeer: true}, echoHandler{}, WithLogger(logger))
+			Expect(err).NotTo(HaveOccurred())
+			ctx, cancel := context.WithCancel(context.Background())
+			done = make(chan error, 1)
+			go func() { done <- srv.Serve(ctx, ln) }()
+			return cancel, done
+		}
+		stop1, done1 := serve(ln)
+		// The backoff reaches 10 s long before the HSS returns: without attempts on demand the return would be
+		// noticed up to 10 s later, and every request meanwhile would fail at once.
+		cli, err := NewClient(ClientConfig{Addr: addr, OriginHost: "icscf.ims.test", OriginRealm: "ims.test",
+			DestinationRealm: "ims.test", ReconnectMin: 50 * time.Millisecond, ReconnectMax: 10 * time.Second,
+			FailFastAfter: 300 * time.Millisecond}, WithClientLogger(logger))
+		Expect(err).NotTo(HaveOccurred())
+		cctx, cancel := context.WithCancel(context.Background())
+		DeferCleanup(cancel)
+		go func() { _ = cli.Run(cctx) }()
+		Eventually(cli.Connected()).Should(BeClosed())
+
+		stop1()
+		Eventually(done1).Should(Receive(BeNil()))
+		time.Sleep(2 * time.Second) // attempts at 50, 100, 200, 400, 800 ms…: the next one is seconds away
+		for range 3 {               // requests meanwhile fail at once, and their attempts on demand fail too
+			start := time.Now()
+			_, err = cli.LocationInfo(sctx, &LIR{PublicIdentity: "sip:a@ims.test"})
+			Expect(err).To(MatchError(ErrNotConnected))
+			Expect(time.Since(start)).To(BeNumerically("<", time.Second))
+		}
+
+		ln2, err := net.Listen("tcp", addr)
+		Expect(err).NotTo(HaveOccurred())
+		stop2, _ := serve(ln2)
+		DeferCleanup(stop2)
+		start := time.Now()
+		a, err := cli.LocationInfo(sctx, &LIR{PublicIdentity: "sip:a@ims.test"})
+		Expect(err).NotTo(HaveOccurred(), "the first request after the return asks for an attempt and goes out on it")
+		Expect(a.Result).To(Equal(Success))
+		Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second))
+	})
+
 	It("answers DIAMETER_TOO_BUSY without reaching the handler while the overload control sheds", SpecTimeout(20*time.Second), func(sctx SpecContext) {
 		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
