@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -195,6 +196,7 @@ func (s *Stack) Run(ctx context.Context, node Runner) error {
 	g.Go(func() error { return node.Run(gctx) })
 	g.Go(func() error { ReportOverload(gctx, s.EP.Overload, s.Rec); return nil })
 	g.Go(func() error { ReportStale(gctx, s.Res, s.Rec); return nil })
+	g.Go(func() error { ReportRTT(gctx, s.Health, s.Rec, RTTReportInterval); return nil })
 	if s.Cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", s.Cfg.MetricsListen)
 		if err != nil {
@@ -299,7 +301,7 @@ func NewOverload(cfg *topology.NodeConfig) *overload.Controller {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(cfg.Name))
 	return overload.New(overload.Config{Disabled: o.Off, Target: o.Target, MaxInFlight: o.MaxInFlight,
-		RetryAfter: o.RetryAfter, MaxRate: o.MaxRate}, h.Sum64())
+		RetryAfter: o.RetryAfter, MaxRate: o.MaxRate, ChainTarget: o.ChainTarget}, h.Sum64())
 }
 
 // ServeMetrics serves the node's Prometheus metrics at /metrics on ln (the overload controller's counters, the Go
@@ -336,10 +338,11 @@ func ReportOverload(ctx context.Context, c *overload.Controller, rec *obs.Record
 		case <-t.C:
 		}
 		st := c.Stats()
-		if st.Shed != last.Shed || (last.ShedShare > 0) != (st.ShedShare > 0) {
+		if st.Shed != last.Shed || (last.ShedShare > 0) != (st.ShedShare > 0) || (last.ChainShare > 0) != (st.ChainShare > 0) {
 			rec.Emit("overload", map[string]any{"shed": st.Shed - last.Shed, "admitted": st.Admitted - last.Admitted,
 				"shed_total": st.Shed, "in_flight": st.InFlight, "lag_ms": float64(st.Lag.Microseconds()) / 1000,
-				"shed_share": st.ShedShare})
+				"shed_share": st.ShedShare, "shed_chain": st.ShedChain - last.ShedChain,
+				"chain_ms": float64(st.Chain.Microseconds()) / 1000, "chain_share": st.ChainShare})
 		}
 		last = st
 	}
@@ -362,6 +365,38 @@ func ReportStale(ctx context.Context, r *pool.DNSResolver, rec *obs.Recorder) {
 		if n := r.StaleServed(); n != last {
 			rec.Emit("dns_stale", map[string]any{"served": n - last, "served_total": n, "queries_total": r.Queries()})
 			last = n
+		}
+	}
+}
+
+// RTTReportInterval is how often a node writes the round trips of its OPTIONS probes (peer_rtt events).
+const RTTReportInterval = 5 * time.Second
+
+// ReportRTT writes, every interval, a "peer_rtt" event per peer that answered probes in it: how many
+// (n) and their round trip (OPTIONS sent → final response received) as min, median and max in milliseconds. With
+// 1 s probing that is five samples per peer per event, enough to see a link's configured delay (the wan-latency
+// spec checks it within 20 %) or a starved member answering late; the last window is written when ctx ends.
+func ReportRTT(ctx context.Context, h *pool.Health, rec *obs.Recorder, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var done bool
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-t.C:
+		}
+		for _, p := range h.TakeRTTs() {
+			ms := make([]float64, len(p.RTTs))
+			for i, d := range p.RTTs {
+				ms[i] = float64(d.Microseconds()) / 1000
+			}
+			slices.Sort(ms)
+			rec.Emit("peer_rtt", map[string]any{"peer": p.Name, "addr": p.Addr, "n": len(ms),
+				"min_ms": ms[0], "p50_ms": (ms[(len(ms)-1)/2] + ms[len(ms)/2]) / 2, "max_ms": ms[len(ms)-1]})
+		}
+		if done {
+			return
 		}
 	}
 }

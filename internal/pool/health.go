@@ -104,9 +104,10 @@ type PeerState struct {
 	// Consecutive probe results that count towards FailuresToDown / SuccessesToUp.
 	ConsecutiveFailures  int
 	ConsecutiveSuccesses int
-	Probes               uint64 // probes finished
-	ProbeFailures        uint64 // of which failed
-	LastProbeError       string // "" when the last probe succeeded
+	Probes               uint64        // probes finished
+	ProbeFailures        uint64        // of which failed
+	LastProbeError       string        // "" when the last probe succeeded
+	LastProbeRTT         time.Duration // round trip of the last answered probe (OPTIONS sent → final response)
 	// ExcusedTimeouts counts transactions that got no answer while the peer answered something else after they
 	// were sent (TransactionTimedOut): the silence was further downstream, the peer stayed up.
 	ExcusedTimeouts uint64
@@ -149,7 +150,12 @@ type peer struct {
 	lastErr    string
 	heard      time.Time // last answer from the peer: a probe answered, a transaction answered (provisional or final)
 	excused    uint64    // timeouts not held against the peer: it answered something after the request was sent
+	lastRTT    time.Duration
+	rtts       []time.Duration // round trips of the answered probes since the last TakeRTTs
 }
+
+// maxRTTWindow bounds the round trips a peer keeps between two TakeRTTs (a caller that never takes them).
+const maxRTTWindow = 1024
 
 // HealthOption configures a Health.
 type HealthOption func(*Health)
@@ -349,6 +355,7 @@ func (h *Health) Snapshot() []PeerState {
 			Name: p.name, Addr: p.addr, Down: p.down, Since: p.since, Reason: p.reason, Watched: p.watched,
 			ConsecutiveFailures: p.fails, ConsecutiveSuccesses: p.oks,
 			Probes: p.probes, ProbeFailures: p.probeFails, LastProbeError: p.lastErr, ExcusedTimeouts: p.excused,
+			LastProbeRTT: p.lastRTT,
 		})
 	}
 	slices.SortFunc(out, func(a, b PeerState) int { return cmp.Compare(a.Addr, b.Addr) })
@@ -464,11 +471,12 @@ func (h *Health) probeLoop(ctx context.Context, p *peer, phase time.Duration) {
 		start := h.clock.Now()
 		pctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 		err := h.prober.Probe(pctx, t)
+		rtt := h.clock.Now().Sub(start)
 		cancel()
 		if ctx.Err() != nil {
 			return // shutting down: the result says nothing about the peer
 		}
-		h.probeResult(p, err)
+		h.probeResult(p, err, rtt)
 
 		wait := h.cfg.Interval - h.clock.Now().Sub(start)
 		if wait <= 0 {
@@ -484,11 +492,15 @@ func (h *Health) probeLoop(ctx context.Context, p *peer, phase time.Duration) {
 	}
 }
 
-func (h *Health) probeResult(p *peer, err error) {
+func (h *Health) probeResult(p *peer, err error, rtt time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p.probes++
 	if err == nil {
+		p.lastRTT = rtt
+		if len(p.rtts) < maxRTTWindow {
+			p.rtts = append(p.rtts, rtt)
+		}
 		p.heard = h.clock.Now()
 		p.lastErr = ""
 		p.fails = 0
@@ -506,6 +518,29 @@ func (h *Health) probeResult(p *peer, err error) {
 	if !p.down && p.fails >= h.cfg.FailuresToDown {
 		h.setLocked(p, true, probeReason(err), h.clock.Now())
 	}
+}
+
+// RTTs is one peer's answered probes since the last TakeRTTs: the round trip of each, in the order they came.
+type RTTs struct {
+	Name, Addr string
+	RTTs       []time.Duration
+}
+
+// TakeRTTs returns the round trips of the probes each peer answered since the last call, and starts new windows.
+// Peers with no answered probe in the window are left out; the order is by address.
+func (h *Health) TakeRTTs() []RTTs {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []RTTs
+	for _, p := range h.peers {
+		if len(p.rtts) == 0 {
+			continue
+		}
+		out = append(out, RTTs{Name: p.name, Addr: p.addr, RTTs: p.rtts})
+		p.rtts = nil
+	}
+	slices.SortFunc(out, func(a, b RTTs) int { return strings.Compare(a.Addr, b.Addr) })
+	return out
 }
 
 // probeReason maps a probe error to the event reason.

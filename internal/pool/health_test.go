@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -297,6 +298,57 @@ var _ = Describe("Health", Label("unit"), func() {
 			HaveField("LastProbeError", ContainSubstring("deadline exceeded"))))
 		cancel()
 		Eventually(done).Should(Receive(BeNil()))
+	})
+
+	It("measures each answered probe's round trip, per peer, in windows TakeRTTs hands out", func() {
+		h, err := pool.NewHealth(pool.HealthConfig{Interval: 20 * time.Millisecond, Timeout: 500 * time.Millisecond, FailuresToDown: 1000},
+			pool.ProberFunc(func(ctx context.Context, t pool.Target) error {
+				switch t.Addr {
+				case pcscf1.Addr: // 30 ms away
+					time.Sleep(30 * time.Millisecond)
+				case pcscf3.Addr:
+					return probeTimeout // never answers: no round trip
+				}
+				return nil
+			}), pool.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, nil))))
+		Expect(err).NotTo(HaveOccurred())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- h.Run(ctx) }()
+		DeferCleanup(cancel)
+		h.Watch(pcscf3)
+		h.Watch(pcscf2)
+		h.Watch(pcscf1)
+		var w []pool.RTTs
+		Eventually(func(g Gomega) {
+			w = append(w, h.TakeRTTs()...)
+			n := map[string]int{}
+			for _, p := range w {
+				n[p.Name] += len(p.RTTs)
+			}
+			g.Expect(n["pcscf1.ims.test"]).To(BeNumerically(">=", 5))
+			g.Expect(n["pcscf2.ims.test"]).To(BeNumerically(">=", 5))
+		}).WithPolling(50 * time.Millisecond).Should(Succeed())
+		var slow, fast []time.Duration
+		for _, p := range w {
+			Expect(p.Name).NotTo(Equal("pcscf3.ims.test"), "a peer that never answered has no round trip")
+			if p.Name == "pcscf1.ims.test" {
+				slow = append(slow, p.RTTs...)
+			} else {
+				fast = append(fast, p.RTTs...)
+			}
+		}
+		Expect(slow).To(HaveEach(BeNumerically(">=", 30*time.Millisecond)))
+		slices.Sort(fast)
+		Expect(fast[len(fast)/2]).To(BeNumerically("<", 30*time.Millisecond), "the median of a peer that answers at once")
+		Expect(h.Snapshot()).To(ContainElement(SatisfyAll(HaveField("Name", "pcscf1.ims.test"),
+			HaveField("LastProbeRTT", BeNumerically(">=", 30*time.Millisecond)))))
+
+		By("a window holds only what came after the last TakeRTTs")
+		cancel()
+		Eventually(done).Should(Receive(BeNil()))
+		h.TakeRTTs()
+		Expect(h.TakeRTTs()).To(BeEmpty(), "nothing probed since")
 	})
 
 	It("refuses a second Run while one runs", func() {

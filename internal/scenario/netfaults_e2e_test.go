@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,9 @@ type netEvent struct {
 	Reason string `json:"reason"`
 	Target string `json:"target"`
 	ID     string `json:"id"`
+	// peer_rtt: the round trips of a window of OPTIONS probes (nfrun.ReportRTT)
+	N     int     `json:"n"`
+	P50Ms float64 `json:"p50_ms"`
 }
 
 // traceLine is a line of trace/<node>.jsonl: one SIP message a node sent or received.
@@ -459,6 +463,28 @@ faults:
 				}
 			}
 			Expect(found).To(BeTrue(), "the lab applied the links")
+
+			By("the link's delay shows in the BAC's measured OPTIONS round trips: south minus north is 2 × 20 ms ± 20 %")
+			var north, south []float64
+			for _, e := range r0(r.dir, "bac") {
+				if e.Kind != "peer_rtt" || e.N == 0 {
+					continue
+				}
+				switch nodeOfHost(e.Peer) {
+				case "pcscf1", "pcscf2":
+					north = append(north, e.P50Ms)
+				case "pcscf3", "pcscf4":
+					south = append(south, e.P50Ms)
+				}
+			}
+			Expect(len(north)).To(BeNumerically(">=", 4), "peer_rtt windows of the BAC for north's P-CSCFs")
+			Expect(len(south)).To(BeNumerically(">=", 4), "peer_rtt windows of the BAC for south's P-CSCFs")
+			slices.Sort(north)
+			slices.Sort(south)
+			extra := south[len(south)/2] - north[len(north)/2]
+			GinkgoWriter.Printf("wan-latency: BAC → P-CSCF OPTIONS round trip, median of the windows' medians: north %.2f ms (%d), south %.2f ms (%d), extra %.2f ms\n",
+				north[len(north)/2], len(north), south[len(south)/2], len(south), extra)
+			Expect(extra).To(BeNumerically("~", 40, 8), "the site link adds 20 ms each way to a probe's round trip")
 		})
 })
 
