@@ -313,6 +313,8 @@ wait:
 			return nil, cause
 		case <-giveUp.C:
 			return nil, cause
+		case <-u.lastWord.Done(): // stopping, and the network did not answer within StopGrace
+			return nil, cause
 		}
 	}
 }
@@ -331,7 +333,7 @@ func (u *UE) cancel(inv *sip.Request) {
 		req.AppendHeader(sip.HeaderClone(h))
 	}
 	req.SetBody(nil)
-	ctx, done := context.WithTimeout(context.Background(), 64*sip.T1)
+	ctx, done := context.WithTimeout(u.lastWord, 64*sip.T1)
 	defer done()
 	if _, err := u.do(ctx, req); err != nil {
 		u.log.Debug("ue: CANCEL failed", "call_id", callID(inv), "method", "CANCEL", "err", err)
@@ -385,7 +387,7 @@ func (u *UE) confirm(ctx context.Context, d *dialog, tx sip.ClientTransaction, o
 	}
 	if rec.Ended != "remote" {
 		bye := d.request(u, sip.BYE, d.nextCSeq())
-		bctx, done := context.WithTimeout(context.Background(), 64*sip.T1)
+		bctx, done := context.WithTimeout(u.lastWord, 64*sip.T1)
 		res, err := u.do(bctx, bye)
 		done()
 		switch {

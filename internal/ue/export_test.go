@@ -13,3 +13,10 @@ func ArrivalsDue(seed int64, rate float64, d time.Duration) int64 {
 	}
 	return n
 }
+
+// SetStopGrace sets StopGrace for a spec and returns what restores it.
+func SetStopGrace(d time.Duration) (restore func()) {
+	old := stopGrace
+	stopGrace = d
+	return func() { stopGrace = old }
+}

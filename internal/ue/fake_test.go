@@ -36,8 +36,9 @@ type fakeBAC struct {
 	bindings  map[string]binding
 	registers []seenRegister
 	relayed   []seenRequest
-	acks      map[string]*sip.Request // last ACK relayed, by Call-ID
-	pcscfOf   map[string]string       // the P-CSCF put in a user's Path (default pcscf1); set before registering
+	acks      map[string]*sip.Request    // last ACK relayed, by Call-ID
+	pcscfOf   map[string]string          // the P-CSCF put in a user's Path (default pcscf1); set before registering
+	silent    map[sip.RequestMethod]bool // methods the fake neither answers nor relays (an overloaded network)
 }
 
 type binding struct {
@@ -280,7 +281,29 @@ func (f *fakeBAC) cancelDownstream(fwd *sip.Request) {
 }
 
 func (f *fakeBAC) onAck(req *sip.Request, tx sip.ServerTransaction) { f.relay(req, tx) }
-func (f *fakeBAC) onBye(req *sip.Request, tx sip.ServerTransaction) { f.relay(req, tx) }
+func (f *fakeBAC) onBye(req *sip.Request, tx sip.ServerTransaction) {
+	if f.isSilent(sip.BYE) {
+		f.see(req) // seen, never answered
+		return
+	}
+	f.relay(req, tx)
+}
+
+// silence makes the fake drop every request of the method from now on.
+func (f *fakeBAC) silence(m sip.RequestMethod) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.silent == nil {
+		f.silent = map[sip.RequestMethod]bool{}
+	}
+	f.silent[m] = true
+}
+
+func (f *fakeBAC) isSilent(m sip.RequestMethod) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.silent[m]
+}
 
 func (f *fakeBAC) see(req *sip.Request) {
 	s := seenRequest{Method: string(req.Method), CallID: req.CallID().Value()}
@@ -349,6 +372,17 @@ func (f *fakeBAC) relayedFor(callID string) []seenRequest {
 		if r.CallID == callID {
 			out = append(out, r)
 		}
+	}
+	return out
+}
+
+// methods lists the methods of the requests relayed so far, in order.
+func (f *fakeBAC) methods() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, r := range f.relayed {
+		out = append(out, r.Method)
 	}
 	return out
 }

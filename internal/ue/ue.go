@@ -65,6 +65,11 @@ type UE struct {
 	bgMu     sync.Mutex
 	stopping bool
 	bg       sync.WaitGroup
+	// lastWord ends StopGrace after Run starts stopping: what the calls in progress still send or wait for then
+	// (a BYE, a CANCEL, the final answer after a CANCEL) is given up, so that an overloaded network, answering
+	// none of it, does not hold the phones' stop for a transaction timeout (32 s) on top of the de-registrations.
+	lastWord    context.Context
+	endLastWord context.CancelFunc
 
 	stats stats
 	gen   generator // the call generator's run time (Config.CallRate)
@@ -133,6 +138,13 @@ func WithEvents(r *obs.Recorder) Option { return func(u *UE) { u.events = r } }
 func WithPacketConn(c net.PacketConn) Option { return func(u *UE) { u.conn = c } }
 
 // New builds the phones. Nothing is opened before Run.
+// StopGrace is how long the calls in progress have, once Run starts stopping, to hang up (BYE or CANCEL and its
+// answer); then they are given up, and the de-registrations (at most 10 s more) follow. The scenario runner waits
+// 30 s for the phones to stop.
+const StopGrace = 10 * time.Second
+
+var stopGrace = StopGrace // specs shorten it
+
 func New(cfg Config, opts ...Option) (*UE, error) {
 	cfg.applyDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -140,6 +152,7 @@ func New(cfg Config, opts ...Option) (*UE, error) {
 	}
 	u := &UE{cfg: cfg, log: slog.Default(), ready: make(chan struct{}), done: make(chan struct{}),
 		dialogs: map[string]*dialog{}, byUser: map[string]*Phone{}, reachSeen: map[string]bool{}}
+	u.lastWord, u.endLastWord = context.WithCancel(context.Background())
 	u.callRate.Store(math.Float64bits(cfg.CallRate))
 	for _, o := range opts {
 		o(u)
@@ -361,6 +374,8 @@ func (u *UE) Run(ctx context.Context) (err error) {
 		u.log.Error("ue: stopping", "err", sockErr)
 	}
 	stop()
+	grace := time.AfterFunc(stopGrace, u.endLastWord)
+	defer func() { grace.Stop(); u.endLastWord() }()
 	// Calls in progress see runCtx done and hang up (BYE or CANCEL) on their own; wait for them, and stop the
 	// refresh timers from starting new work.
 	u.bgMu.Lock()

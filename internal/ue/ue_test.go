@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/emiago/sipgo/sip"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
@@ -286,6 +287,32 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 				"CallsOK": BeEquivalentTo(1), "MTOK": BeEquivalentTo(1), "CallsFailed": BeZero(),
 			}))
 		}, SpecTimeout(20*time.Second))
+
+		It("gives up a BYE the network does not answer StopGrace after the stop, instead of after the BYE's 32 s", func(ctx SpecContext) {
+			DeferCleanup(ue.SetStopGrace(time.Second))
+			u := startUE(manual())
+			a, b := u.Phone("user0001"), u.Phone("user0002")
+			Expect(a.Register(ctx)).To(Succeed())
+			Expect(b.Register(ctx)).To(Succeed())
+			fake.silence(sip.BYE)
+			cctx, hangUp := context.WithCancel(context.Background())
+			called := make(chan ue.CallResult, 1)
+			go func() {
+				defer GinkgoRecover()
+				res, _ := a.Call(cctx, "user0002", time.Minute) // held until hangUp
+				called <- res
+			}()
+			Eventually(fake.methods).Should(ContainElement("ACK"), "the call was answered and acknowledged")
+			hangUp() // the BYE goes out; nobody answers it
+			Eventually(fake.methods).Should(ContainElement("BYE"))
+			start := time.Now()
+			u.stop()
+			var res ue.CallResult
+			Eventually(called).WithTimeout(5*time.Second).Should(Receive(&res), "the BYE was given up after 1 s of grace")
+			Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second))
+			Expect(res.Result).To(Equal("ok"), "the call itself was answered")
+			Expect(res.ByeStatus).To(BeZero(), "the BYE got no answer")
+		}, SpecTimeout(30*time.Second))
 
 		It("CANCELs a call that is not answered within the call timeout, and the callee answers 487", func(ctx SpecContext) {
 			cfg := manual()
