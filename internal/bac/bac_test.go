@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/imslab/quasipool/internal/overload"
 	"github.com/imslab/quasipool/internal/sipx"
 	"github.com/imslab/quasipool/internal/sipx/sipxtest"
 )
@@ -232,6 +233,53 @@ var _ = Describe("BAC binding cap", Label("integration"), func() {
 		Expect(tb.ev.Of("refused")).To(ContainElement(HaveKeyWithValue("reason", "max_phones")))
 		Expect(tb.register(tb.phone, "user0001").StatusCode).To(Equal(200))
 		Expect(tb.node.Bindings()).To(Equal(1))
+	})
+})
+
+var _ = Describe("BAC overload control", Label("integration"), func() {
+	It("times the chain behind it for phones' new requests, and refuses phones (never the P-CSCFs) 503 with Retry-After when it is slow", SpecTimeout(30*time.Second), func(_ SpecContext) {
+		ctl := overload.New(overload.Config{Interval: time.Hour, ChainTarget: 50 * time.Millisecond}, 1)
+		DeferCleanup(ctl.Close)
+		tb := startTestbed(tbOpts{overload: ctl, twoSocket: true})
+		answer := pcscfAnswer("600")
+		tb.pcscf1.OnRequest(func(req *sip.Request) (int, []sip.Header) {
+			time.Sleep(120 * time.Millisecond) // a saturated chain
+			return answer(req)
+		})
+		t := time.Now()
+		ctl.EvalChain(t) // the window starts
+		for _, u := range []string{"user0001", "user0002", "user0003"} {
+			Expect(tb.register(tb.phone, u).StatusCode).To(Equal(200))
+		}
+		Expect(tb.invite(tb.phone, "user0001", "sip:user0009@ims.test").StatusCode).To(Equal(200))
+		t = t.Add(time.Second)
+		ctl.EvalChain(t)
+		Expect(ctl.Stats().Chain).To(BeNumerically(">=", 120*time.Millisecond), "the median answer time through pcscf1")
+		Expect(ctl.Stats().Chain).To(BeNumerically("<", time.Second))
+		Expect(ctl.ChainShare()).To(BeNumerically(">", 0), "above the 50 ms target: phones' requests are being refused")
+
+		// More such windows (fed directly: the BAC's part is done) take the share to its cap.
+		for range 10 {
+			for range 5 {
+				ctl.ObserveChain(time.Second)
+			}
+			t = t.Add(time.Second)
+			ctl.EvalChain(t)
+		}
+		forwarded := tb.pcscf1.Count(sip.REGISTER)
+		refused := 0
+		for range 20 {
+			if res := tb.register(tb.phone, "user0001"); res.StatusCode == 503 {
+				refused++
+				Expect(res.GetHeader("Retry-After")).NotTo(BeNil())
+			}
+		}
+		Expect(refused).To(BeNumerically(">=", 14), "about 95 %% of 20 refused")
+		Expect(tb.pcscf1.Count(sip.REGISTER)).To(Equal(forwarded+20-refused), "a refused REGISTER never reaches the core")
+		Expect(ctl.Stats().ShedChain).To(BeEquivalentTo(refused))
+		for range 5 {
+			Expect(tb.mt(tb.pcscf1, "user0001").StatusCode).To(Equal(200), "a P-CSCF's call to a phone is not refused")
+		}
 	})
 })
 

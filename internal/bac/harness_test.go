@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/imslab/quasipool/internal/bac"
+	"github.com/imslab/quasipool/internal/overload"
 	"github.com/imslab/quasipool/internal/pool"
 	"github.com/imslab/quasipool/internal/sipx"
 	"github.com/imslab/quasipool/internal/sipx/sipxtest"
@@ -53,6 +54,7 @@ type testbed struct {
 type tbOpts struct {
 	maxPhones int
 	twoSocket bool
+	overload  *overload.Controller // the endpoints' (one process: one controller on both sockets, as cmd/bac)
 }
 
 // pcscfAnswer is a P-CSCF's scripted answer: 200 to a REGISTER with the Contact and expires=600, 200 otherwise.
@@ -97,8 +99,10 @@ func startTestbed(o tbOpts) *testbed {
 		MaxPhones:  o.maxPhones, SweepEvery: 20 * time.Millisecond,
 		Forward: sipx.ForwarderConfig{NoAnswer: 500 * time.Millisecond}}
 	opts := []bac.Option{bac.WithClock(tb.clock.Now)}
+	tb.core.Overload = o.overload
 	if o.twoSocket {
 		tb.access = newEndpoint()
+		tb.access.Overload = o.overload
 		opts = append(opts, bac.WithAccess(tb.access))
 	}
 	n, err := bac.New(cfg, tb.core, res, nil, tb.ev.Rec, sipxtest.Log(), opts...)

@@ -56,7 +56,9 @@ func (n *Node) onRegister(s side, r *sipx.Request) {
 		hop = sipx.SRVHop(prev.PCSCF)
 	}
 	phoneContact := b.Contact
+	ct := newChainTimer()
 	o := n.core.Fwd.Forward(r.Ctx, r.Tx, out, hop, sipx.WithResponseHook(func(res *sip.Response) {
+		ct.seen(res)
 		// The phone must see its own Contact in the answer.
 		if c, ok := res.GetHeader("Contact").(*sip.ContactHeader); ok && c != nil {
 			nc := &sip.ContactHeader{Address: *phoneContact.Clone(), Params: c.Params.Clone()}
@@ -64,6 +66,7 @@ func (n *Node) onRegister(s side, r *sipx.Request) {
 			res.AppendHeader(nc)
 		}
 	}))
+	ct.report(n.access.EP.Overload, o)
 	if o.Final != nil && o.Final.StatusCode == 200 {
 		if exp := expiresOf(o.Final); exp > 0 {
 			b.PCSCF = o.Target.Name

@@ -1,8 +1,11 @@
 package bac
 
 import (
+	"time"
+
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/imslab/quasipool/internal/overload"
 	"github.com/imslab/quasipool/internal/sipx"
 )
 
@@ -46,7 +49,9 @@ func (n *Node) fromPhone(r *sipx.Request) {
 	sipx.RemoveHeaders(out, "Route")
 	out.AppendHeader(sip.NewHeader(sipx.HdrPPreferredIdentity, "<"+b.IMPU+">"))
 	n.replaceContact(out, b.Token)
-	o := n.core.Fwd.Forward(r.Ctx, r.Tx, out, sipx.SRVHop(b.PCSCF))
+	ct := newChainTimer()
+	o := n.core.Fwd.Forward(r.Ctx, r.Tx, out, sipx.SRVHop(b.PCSCF), sipx.WithResponseHook(ct.seen))
+	ct.report(n.access.EP.Overload, o)
 	if o.Target.Name != "" && o.Target.Name != b.PCSCF && o.Final != nil {
 		n.rec.Emit("pcscf_change", map[string]any{"impu": b.IMPU, "from": b.PCSCF, "to": o.Target.Name, "method": string(r.Req.Method)})
 	}
@@ -150,4 +155,30 @@ func fromToken(req *sip.Request) string {
 		return tokenFor(from.Address)
 	}
 	return ""
+}
+
+// chainTimer times how long the chain behind the BAC takes to answer a phone's new request: from forwarding it to
+// the first answer beyond 100 Trying (a 180, a 401, a final). The overload control refuses phones' new requests
+// when the median of these grows (overload.ObserveChain): the BAC is where the lab sheds before the core
+// saturates.
+type chainTimer struct {
+	start time.Time
+	first time.Duration // 0 until the first answer beyond 100 Trying
+}
+
+func newChainTimer() *chainTimer { return &chainTimer{start: time.Now()} }
+
+// seen is the forward's response hook (called on the forwarding goroutine, answer by answer).
+func (t *chainTimer) seen(res *sip.Response) {
+	if t.first == 0 && res.StatusCode > 100 {
+		t.first = max(time.Since(t.start), time.Nanosecond)
+	}
+}
+
+// report feeds the answer time to the overload control when the first P-CSCF tried answered: a failover's wait
+// for a dead member says nothing about load.
+func (t *chainTimer) report(c *overload.Controller, o sipx.Outcome) {
+	if t.first > 0 && o.Attempts == 1 {
+		c.ObserveChain(t.first)
+	}
 }

@@ -5,10 +5,12 @@ import "github.com/prometheus/client_golang/prometheus"
 // Collectors returns the controller's Prometheus metrics, read from its counters at every scrape:
 //
 //	overload_requests_admitted_total              new requests admitted
-//	overload_requests_shed_total{reason}          new requests shed: reason "lag", "in_flight" or "rate"
+//	overload_requests_shed_total{reason}          new requests shed: reason "lag", "in_flight", "rate" or "chain"
 //	overload_in_flight                            admitted new requests not finished
 //	overload_lag_seconds                          smoothed scheduling lag
 //	overload_shed_share                           share of new requests shed now on lag
+//	overload_chain_seconds                        median answer time of the chain behind an access node
+//	overload_chain_shed_share                     share of phones' new requests shed now on it
 func (c *Controller) Collectors() []prometheus.Collector {
 	counter := func(name, help string, labels prometheus.Labels, f func(Stats) uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "overload", Name: name, Help: help,
@@ -27,6 +29,12 @@ func (c *Controller) Collectors() []prometheus.Collector {
 			func(s Stats) uint64 { return s.ShedInFlight }),
 		counter("requests_shed_total", shedHelp, prometheus.Labels{"reason": "rate"},
 			func(s Stats) uint64 { return s.ShedRate }),
+		counter("requests_shed_total", shedHelp, prometheus.Labels{"reason": "chain"},
+			func(s Stats) uint64 { return s.ShedChain }),
+		gauge("chain_seconds", "Median answer time of the chain behind an access node (last window with samples).",
+			func(s Stats) float64 { return s.Chain.Seconds() }),
+		gauge("chain_shed_share", "Share of phones' new requests shed now on the chain's answer time.",
+			func(s Stats) float64 { return s.ChainShare }),
 		gauge("in_flight", "Admitted new requests not finished.", func(s Stats) float64 { return float64(s.InFlight) }),
 		gauge("lag_seconds", "Smoothed scheduling lag.", func(s Stats) float64 { return s.Lag.Seconds() }),
 		gauge("shed_share", "Share of new requests shed now on lag.", func(s Stats) float64 { return s.ShedShare }),

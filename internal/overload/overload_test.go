@@ -155,6 +155,97 @@ var _ = Describe("the overload controller", func() {
 		}
 	})
 
+	Context("the chain's answer time (ObserveChain, the BAC)", func() {
+		// windows feeds n windows of the given samples and ends each one, starting at *t.
+		windows := func(c *overload.Controller, t *time.Time, n int, samples ...time.Duration) {
+			for range n {
+				for _, d := range samples {
+					c.ObserveChain(d)
+				}
+				*t = t.Add(200 * time.Millisecond)
+				c.EvalChain(*t)
+			}
+		}
+		slow, fast := 400*time.Millisecond, 10*time.Millisecond
+		many := func(d time.Duration, n int) []time.Duration {
+			out := make([]time.Duration, n)
+			for i := range out {
+				out[i] = d
+			}
+			return out
+		}
+
+		It("refuses a growing share of phones' new requests while the median is above the target, never the trust domain's, and admits again once the chain is fast", func() {
+			c := manual(overload.Config{ChainTarget: 100 * time.Millisecond})
+			t := time.Unix(1000, 0)
+			c.EvalChain(t) // the first window starts
+			windows(c, &t, 1, many(slow, 20)...)
+			Expect(c.ChainShare()).To(BeNumerically("~", 0.05, 1e-9), "one window above the target: one step")
+			windows(c, &t, 9, many(slow, 20)...)
+			Expect(c.ChainShare()).To(BeNumerically("~", 0.95, 1e-9), "grown by half of itself per window, up to MaxShed")
+			Expect(c.Stats().Chain).To(Equal(slow))
+			Expect(c.ShedShare()).To(BeZero(), "the node's own lag is fine")
+			shed := 0
+			for range 2000 {
+				if ok, ra := c.AdmitAccessAt(t); ok {
+					c.Done()
+				} else {
+					shed++
+					Expect(ra).To(BeNumerically(">=", time.Second))
+				}
+			}
+			Expect(shed).To(BeNumerically("~", 1900, 60), "about 95 %% of 2000 phones' requests refused")
+			Expect(c.Stats().ShedChain).To(BeEquivalentTo(shed))
+			for range 200 {
+				ok, _ := c.Admit()
+				Expect(ok).To(BeTrue(), "requests between the lab's nodes are not held to the chain")
+				c.Done()
+			}
+
+			windows(c, &t, 18, many(fast, 20)...)
+			Expect(c.ChainShare()).To(BeNumerically("~", 0.05, 1e-9), "5 points down per fast window")
+			windows(c, &t, 1, many(fast, 20)...)
+			Expect(c.ChainShare()).To(BeZero())
+			ok, _ := c.AdmitAccessAt(t)
+			Expect(ok).To(BeTrue())
+		})
+
+		It("is not moved by a minority of slow answers: the users of a dead member waiting for their takeover", func() {
+			c := manual(overload.Config{ChainTarget: 100 * time.Millisecond})
+			t := time.Unix(1000, 0)
+			c.EvalChain(t)
+			samples := append(many(fast, 12), many(2*time.Second, 8)...) // 40 % of the answers 2 s late
+			windows(c, &t, 20, samples...)
+			Expect(c.ChainShare()).To(BeZero())
+			Expect(c.Stats().Chain).To(Equal(fast), "the median")
+		})
+
+		It("keeps its share between target/2 and target, and lowers it when a window has too few answers to tell", func() {
+			c := manual(overload.Config{ChainTarget: 100 * time.Millisecond})
+			t := time.Unix(1000, 0)
+			c.EvalChain(t)
+			windows(c, &t, 4, many(slow, 20)...)
+			held := c.ChainShare()
+			Expect(held).To(BeNumerically(">", 0.2))
+			windows(c, &t, 5, many(70*time.Millisecond, 20)...)
+			Expect(c.ChainShare()).To(Equal(held), "70 ms: between 50 and 100 ms")
+			windows(c, &t, 1, slow, slow)
+			Expect(c.ChainShare()).To(BeNumerically("~", held-0.05, 1e-9), "two answers are no evidence")
+		})
+
+		It("is not watched with a negative target, nor by a nil controller", func() {
+			c := manual(overload.Config{ChainTarget: -1})
+			t := time.Unix(1000, 0)
+			c.EvalChain(t)
+			windows(c, &t, 10, many(10*time.Second, 20)...)
+			Expect(c.ChainShare()).To(BeZero())
+			var none *overload.Controller
+			none.ObserveChain(time.Second)
+			none.EvalChain(t)
+			Expect(none.ChainShare()).To(BeZero())
+		})
+	})
+
 	It("counts what it shed by reason in its Prometheus metrics", func() {
 		c := manual(overload.Config{MaxRate: 1, MaxInFlight: 2})
 		now := time.Unix(1000, 0)
@@ -186,6 +277,8 @@ var _ = Describe("the overload controller", func() {
 		Expect(got).To(HaveKeyWithValue("overload_requests_shed_total{reason=in_flight}", 1.0))
 		Expect(got).To(HaveKeyWithValue("overload_requests_shed_total{reason=rate}", 1.0))
 		Expect(got).To(HaveKeyWithValue("overload_requests_shed_total{reason=lag}", 0.0))
+		Expect(got).To(HaveKeyWithValue("overload_requests_shed_total{reason=chain}", 0.0))
+		Expect(got).To(HaveKeyWithValue("overload_chain_shed_share", 0.0))
 		Expect(got).To(HaveKeyWithValue("overload_in_flight", 2.0))
 		Expect(got).To(HaveKey("overload_lag_seconds"))
 	})
