@@ -34,7 +34,7 @@
 // Scheduling lag sees one process's queue. A lab on one machine is ten processes sharing its cores: when the chain
 // saturates, each node's lag may stay under Target while messages wait in the kernel's socket buffers and in
 // every hop's turn for the CPU, probes time out, members are marked down and the whole lab collapses (issue 13's
-// bench: 85 % of calls failed at 500 calls/s, the BAC shedding nothing). The access node sees what the phones
+// bench before this rule: 85 % of calls failed at 500 calls/s). The access node sees what the phones
 // see: ObserveChain feeds it the time from forwarding a phone's new request to the first answer beyond 100 Trying
 // (a 180, a 401, a final), measured on requests answered by the first member tried (a failover's wait says
 // nothing about load). Every ChainWindow the lower quartile of the window's samples is compared with
