@@ -157,20 +157,21 @@ func fromToken(req *sip.Request) string {
 	return ""
 }
 
-// chainTimer times how long the chain behind the BAC takes to answer a phone's new request: from forwarding it to
-// the first answer beyond 100 Trying (a 180, a 401, a final). The overload control refuses phones' new requests
-// when the median of these grows (overload.ObserveChain): the BAC is where the lab sheds before the core
-// saturates.
+// chainTimer times how long the core takes to answer a phone's new request: from forwarding it to the P-CSCF's
+// first answer, which for an INVITE is the 100 Trying the P-CSCF sends at once (sipx.Proxy.TryingFromBAC) and
+// for a REGISTER its final answer. The overload control refuses phones' new requests when these grow
+// (overload.ObserveChain): the BAC is where the lab sheds before the core saturates. The 100 Trying measures
+// the core's load without the wait of a takeover behind the P-CSCF.
 type chainTimer struct {
 	start time.Time
-	first time.Duration // 0 until the first answer beyond 100 Trying
+	first time.Duration // 0 until the first answer
 }
 
 func newChainTimer() *chainTimer { return &chainTimer{start: time.Now()} }
 
 // seen is the forward's response hook (called on the forwarding goroutine, answer by answer).
-func (t *chainTimer) seen(res *sip.Response) {
-	if t.first == 0 && res.StatusCode > 100 {
+func (t *chainTimer) seen(*sip.Response) {
+	if t.first == 0 {
 		t.first = max(time.Since(t.start), time.Nanosecond)
 	}
 }

@@ -9,7 +9,7 @@ import "github.com/prometheus/client_golang/prometheus"
 //	overload_in_flight                            admitted new requests not finished
 //	overload_lag_seconds                          smoothed scheduling lag
 //	overload_shed_share                           share of new requests shed now on lag
-//	overload_chain_seconds                        lower quartile of the answer times of the chain behind an access node
+//	overload_chain_seconds                        median answer time of the core behind an access node
 //	overload_chain_shed_share                     share of phones' new requests shed now on it
 func (c *Controller) Collectors() []prometheus.Collector {
 	counter := func(name, help string, labels prometheus.Labels, f func(Stats) uint64) prometheus.Collector {
@@ -31,7 +31,7 @@ func (c *Controller) Collectors() []prometheus.Collector {
 			func(s Stats) uint64 { return s.ShedRate }),
 		counter("requests_shed_total", shedHelp, prometheus.Labels{"reason": "chain"},
 			func(s Stats) uint64 { return s.ShedChain }),
-		gauge("chain_seconds", "Lower quartile of the answer times of the chain behind an access node (last window with samples).",
+		gauge("chain_seconds", "Median answer time of the core behind an access node (last window with samples).",
 			func(s Stats) float64 { return s.Chain.Seconds() }),
 		gauge("chain_shed_share", "Share of phones' new requests shed now on the chain's answer time.",
 			func(s Stats) float64 { return s.ChainShare }),

@@ -29,21 +29,20 @@
 // nodes (Admit) are not rate-limited: a 503 from inside the chain would reach the phone as a 500 (RFC 3261
 // §16.7) and waste what the earlier hops spent.
 //
-// # The edge's signal: how long the chain takes to answer
+// # The edge's signal: how long the core takes to answer
 //
 // Scheduling lag sees one process's queue. A lab on one machine is ten processes sharing its cores: when the chain
-// saturates, each node's lag may stay under Target while messages wait in the kernel's socket buffers and in
-// every hop's turn for the CPU, probes time out, members are marked down and the whole lab collapses (issue 13's
-// bench before this rule: 85 % of calls failed at 500 calls/s). The access node sees what the phones
-// see: ObserveChain feeds it the time from forwarding a phone's new request to the first answer beyond 100 Trying
-// (a 180, a 401, a final), measured on requests answered by the first member tried (a failover's wait says
-// nothing about load). Every ChainWindow the lower quartile of the window's samples is compared with
-// ChainTarget: above it the share of phones' new requests refused grows (by half of itself, at least ChainStep),
-// below half of it the share shrinks by ChainStep. The lower quartile, because overload delays nearly every
-// answer while a dead member delays only its users': in a pool of three, the calls towards the callees of a dead
-// P-CSCF are a third of all calls, half of those the BAC counts while the callers of that P-CSCF fail over, and
-// they must not make the edge refuse everyone else. AdmitAccess sheds with the larger of the lag share and this
-// one; requests between the lab's nodes are not held to it.
+// saturates, each process gets its turn on a core and its own lag stays moderate while messages wait in socket
+// buffers and for the CPU; probes time out, members are marked down and the whole lab collapses (issue 13's
+// bench before this rule: 85 % of calls failed at 500 calls/s). The access node sees what the phones see:
+// ObserveChain feeds it the time from forwarding a phone's new request to the P-CSCF's first answer (for an
+// INVITE the 100 Trying the P-CSCF sends at once, for a REGISTER its final answer), measured on requests answered
+// by the first member tried (a failover's wait says nothing about load). The 100 Trying leaves out what lies
+// behind the P-CSCF, so a takeover further down (the users of a dead S-CSCF or of a callee's dead P-CSCF) does
+// not look like load. Every ChainWindow the median of the window's samples is compared with ChainTarget: above
+// it the share of phones' new requests refused grows (by half of itself, at least ChainStep), below half of it
+// the share shrinks by ChainStep. AdmitAccess sheds with the larger of the lag share and this one; requests
+// between the lab's nodes are not held to it.
 package overload
 
 import (
@@ -76,12 +75,11 @@ type Config struct {
 	// MaxRate is the node's configured capacity for new requests from outside the trust domain (AdmitAccess), per
 	// second: a token bucket holding one second's worth (at least one). 0: no rate limit.
 	MaxRate float64 `yaml:"max_rate,omitempty"`
-	// ChainTarget is the lower quartile of the times to the chain's first answer (ObserveChain) above which
-	// AdmitAccess sheds (default 100 ms: a quarter of the answers that late means most are later, against the
-	// issue's setup target of 300 ms at p95; negative: not watched). Only a node that calls ObserveChain (the
-	// BAC) is affected.
+	// ChainTarget is the median time to the core's first answer (ObserveChain) above which AdmitAccess sheds
+	// (default 100 ms: a P-CSCF that takes that long to say 100 Trying is queueing; negative: not watched). Only a
+	// node that calls ObserveChain (the BAC) is affected.
 	ChainTarget time.Duration `yaml:"chain_target,omitempty"`
-	// ChainWindow is how often the chain's lower quartile is taken (default 200 ms).
+	// ChainWindow is how often the median is taken (default 200 ms).
 	ChainWindow time.Duration `yaml:"chain_window,omitempty"`
 	// ChainStep is the least the chain share moves per window (default 0.05).
 	ChainStep float64 `yaml:"chain_step,omitempty"`
@@ -142,7 +140,7 @@ type Controller struct {
 	inShed       atomic.Bool   // the last probe was over Target
 
 	chainBits atomic.Uint64 // float64 bits of the share of access requests shed on the chain's answer time
-	chainNs   atomic.Int64  // the lower quartile of the last window with samples
+	chainNs   atomic.Int64  // the median of the last window with samples
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -224,8 +222,8 @@ func (c *Controller) Observe(lag time.Duration) {
 	c.shedBits.Store(floatBits(share))
 }
 
-// ObserveChain feeds one answer time of the chain behind this node: from forwarding a phone's new request to the
-// first answer beyond 100 Trying. The access node calls it; the probe evaluates the samples every ChainWindow.
+// ObserveChain feeds one answer time of the core behind this node: from forwarding a phone's new request to the
+// first answer. The access node calls it; the probe evaluates the samples every ChainWindow.
 func (c *Controller) ObserveChain(d time.Duration) {
 	if c == nil || c.cfg.ChainTarget < 0 {
 		return
@@ -237,8 +235,8 @@ func (c *Controller) ObserveChain(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// EvalChain ends the chain's window when it is ChainWindow old at now and moves the chain share by its lower
-// quartile (the probe calls it; tests call it with their own clock).
+// EvalChain ends the chain's window when it is ChainWindow old at now and moves the chain share by its median
+// (the probe calls it; tests call it with their own clock).
 func (c *Controller) EvalChain(now time.Time) {
 	if c == nil || c.cfg.ChainTarget < 0 {
 		return
@@ -262,12 +260,12 @@ func (c *Controller) EvalChain(now time.Time) {
 		return
 	}
 	slices.Sort(w)
-	q1 := w[len(w)/4]
-	c.chainNs.Store(int64(q1))
+	med := w[len(w)/2]
+	c.chainNs.Store(int64(med))
 	switch {
-	case q1 > c.cfg.ChainTarget:
+	case med > c.cfg.ChainTarget:
 		share = min(share+max(share/2, c.cfg.ChainStep), c.cfg.MaxShed)
-	case q1 < c.cfg.ChainTarget/2:
+	case med < c.cfg.ChainTarget/2:
 		share = c.lowered(share)
 	}
 	c.chainBits.Store(floatBits(share))
@@ -396,7 +394,7 @@ type Stats struct {
 	InFlight     int64         // admitted and not done
 	Lag          time.Duration // smoothed scheduling lag
 	ShedShare    float64       // share of new requests shed now
-	Chain        time.Duration // lower quartile of the chain's answer times in the last window with samples
+	Chain        time.Duration // median of the core's answer times in the last window with samples (ObserveChain)
 	ChainShare   float64       // share of phones' new requests shed now on the chain's answer time
 }
 

@@ -106,6 +106,7 @@ func New(cfg Config, ep *sipx.Endpoint, res pool.Resolver, health *pool.Health, 
 	n := &Node{cfg: cfg, log: log, rec: rec, now: time.Now, regs: map[string]*registration{}, contacts: map[string]*registration{},
 		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log, Trust: sipx.NewTrust(cfg.Peers)},
 			cfg.Forward, self...)}
+	n.px.TryingFromBAC = true // the BAC times it (overload.ObserveChain)
 	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest, Ack: n.onAck})
 	r, err := repl.Open(cfg.Replication, replState{n}, rec, log)
 	if err != nil {

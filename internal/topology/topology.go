@@ -334,8 +334,8 @@ type Overload struct {
 	// MaxRate is a configured capacity: new requests per second a node admits from outside the trust domain
 	// (phones: in effect the BAC's), a token bucket holding one second's worth (0 = no limit).
 	MaxRate float64 `yaml:"max_rate,omitempty"`
-	// ChainTarget is the lower quartile of the times the chain behind the BAC takes to answer phones' new requests
-	// (to the first answer beyond 100 Trying) above which the BAC refuses phones' new requests (default 100ms;
-	// negative: not watched). Only the BAC measures it.
+	// ChainTarget is the median time the core takes to answer phones' new requests at the BAC (the P-CSCF's 100
+	// Trying to an INVITE, its final answer to a REGISTER) above which the BAC refuses phones' new requests
+	// (default 100ms; negative: not watched). Only the BAC measures it.
 	ChainTarget time.Duration `yaml:"chain_target,omitempty"`
 }
