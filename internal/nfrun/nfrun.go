@@ -301,7 +301,7 @@ func NewOverload(cfg *topology.NodeConfig) *overload.Controller {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(cfg.Name))
 	return overload.New(overload.Config{Disabled: o.Off, Target: o.Target, MaxInFlight: o.MaxInFlight,
-		RetryAfter: o.RetryAfter, MaxRate: o.MaxRate, ChainTarget: o.ChainTarget}, h.Sum64())
+		RetryAfter: o.RetryAfter, MaxRate: o.MaxRate, ChainTarget: o.ChainTarget, ChainHold: o.ChainHold}, h.Sum64())
 }
 
 // ServeMetrics serves the node's Prometheus metrics at /metrics on ln (the overload controller's counters, the Go
@@ -338,11 +338,11 @@ func ReportOverload(ctx context.Context, c *overload.Controller, rec *obs.Record
 		case <-t.C:
 		}
 		st := c.Stats()
-		if st.Shed != last.Shed || (last.ShedShare > 0) != (st.ShedShare > 0) || (last.ChainShare > 0) != (st.ChainShare > 0) {
+		if st.Shed != last.Shed || (last.ShedShare > 0) != (st.ShedShare > 0) || (last.ChainLimit > 0) != (st.ChainLimit > 0) {
 			rec.Emit("overload", map[string]any{"shed": st.Shed - last.Shed, "admitted": st.Admitted - last.Admitted,
 				"shed_total": st.Shed, "in_flight": st.InFlight, "lag_ms": float64(st.Lag.Microseconds()) / 1000,
 				"shed_share": st.ShedShare, "shed_chain": st.ShedChain - last.ShedChain,
-				"chain_ms": float64(st.Chain.Microseconds()) / 1000, "chain_share": st.ChainShare})
+				"chain_ms": float64(st.Chain.Microseconds()) / 1000, "chain_limit": st.ChainLimit})
 		}
 		last = st
 	}

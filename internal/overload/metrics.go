@@ -10,7 +10,7 @@ import "github.com/prometheus/client_golang/prometheus"
 //	overload_lag_seconds                          smoothed scheduling lag
 //	overload_shed_share                           share of new requests shed now on lag
 //	overload_chain_seconds                        median answer time of the core behind an access node
-//	overload_chain_shed_share                     share of phones' new requests shed now on it
+//	overload_chain_limit                          cap on phones' new requests per second it put in place (0: none)
 func (c *Controller) Collectors() []prometheus.Collector {
 	counter := func(name, help string, labels prometheus.Labels, f func(Stats) uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "overload", Name: name, Help: help,
@@ -33,8 +33,8 @@ func (c *Controller) Collectors() []prometheus.Collector {
 			func(s Stats) uint64 { return s.ShedChain }),
 		gauge("chain_seconds", "Median answer time of the core behind an access node (last window with samples).",
 			func(s Stats) float64 { return s.Chain.Seconds() }),
-		gauge("chain_shed_share", "Share of phones' new requests shed now on the chain's answer time.",
-			func(s Stats) float64 { return s.ChainShare }),
+		gauge("chain_limit", "Cap on phones' new requests per second from the core's answer time (0: none).",
+			func(s Stats) float64 { return s.ChainLimit }),
 		gauge("in_flight", "Admitted new requests not finished.", func(s Stats) float64 { return float64(s.InFlight) }),
 		gauge("lag_seconds", "Smoothed scheduling lag.", func(s Stats) float64 { return s.Lag.Seconds() }),
 		gauge("shed_share", "Share of new requests shed now on lag.", func(s Stats) float64 { return s.ShedShare }),

@@ -39,10 +39,13 @@
 // INVITE the 100 Trying the P-CSCF sends at once, for a REGISTER its final answer), measured on requests answered
 // by the first member tried (a failover's wait says nothing about load). The 100 Trying leaves out what lies
 // behind the P-CSCF, so a takeover further down (the users of a dead S-CSCF or of a callee's dead P-CSCF) does
-// not look like load. Every ChainWindow the median of the window's samples is compared with ChainTarget: above
-// it the share of phones' new requests refused grows (by half of itself, at least ChainStep), below half of it
-// the share shrinks by ChainStep. AdmitAccess sheds with the larger of the lag share and this one; requests
-// between the lab's nodes are not held to it.
+// not look like load. Every ChainWindow the median of the window's samples is compared with ChainTarget. Above it
+// the BAC caps the rate of phones' new requests it admits at 85 % of the rate it was admitting (smoothed over the
+// last windows), and cuts again only after ChainHold, the time the core needs to show the effect; below half the
+// target the cap grows by 5 % per window and is lifted once it is well above what phones offer. This is AIMD on
+// the admitted rate, as TCP does on its window: the cap settles near what the core can serve, so the goodput stays
+// near capacity, where a refused share driven by a lagging latency overshot to 95 % and back. Requests between
+// the lab's nodes are not held to it.
 package overload
 
 import (
@@ -81,12 +84,18 @@ type Config struct {
 	ChainTarget time.Duration `yaml:"chain_target,omitempty"`
 	// ChainWindow is how often the median is taken (default 200 ms).
 	ChainWindow time.Duration `yaml:"chain_window,omitempty"`
-	// ChainStep is the least the chain share moves per window (default 0.05).
-	ChainStep float64 `yaml:"chain_step,omitempty"`
+	// ChainHold is the least time between two cuts of the cap (default 1 s).
+	ChainHold time.Duration `yaml:"chain_hold,omitempty"`
 }
 
-// minChainSamples is the fewest samples a window needs to raise the chain share (fewer: no evidence of overload).
-const minChainSamples = 3
+// The chain's AIMD on the admitted rate of phones' new requests.
+const (
+	minChainSamples = 3    // the fewest answers a window needs to cut the cap (fewer: no evidence of overload)
+	chainCut        = 0.85 // a cut sets the cap to this share of the admitted rate
+	chainGrow       = 0.05 // a fast window grows the cap by this share of itself (at least 1 request/s)
+	chainFloor      = 5.0  // the cap never goes below this many requests per second
+	chainBurst      = 0.1  // the cap's bucket holds this many seconds' worth (at least one request)
+)
 
 // maxChainSamples bounds a window's samples (the rest of the window is not kept).
 const maxChainSamples = 4096
@@ -116,8 +125,8 @@ func (c Config) withDefaults() Config {
 	if c.ChainWindow <= 0 {
 		c.ChainWindow = 200 * time.Millisecond
 	}
-	if c.ChainStep <= 0 {
-		c.ChainStep = 0.05
+	if c.ChainHold <= 0 {
+		c.ChainHold = time.Second
 	}
 	return c
 }
@@ -136,20 +145,27 @@ type Controller struct {
 	shedInFlight atomic.Uint64 // of shed: beyond MaxInFlight
 	shedRate     atomic.Uint64 // of shed: beyond MaxRate
 	shedLag      atomic.Uint64 // of shed: on lag
-	shedChain    atomic.Uint64 // of shed: on the chain's answer time (AdmitAccess)
+	shedChain    atomic.Uint64 // of shed: beyond the chain's cap (AdmitAccess)
 	inShed       atomic.Bool   // the last probe was over Target
 
-	chainBits atomic.Uint64 // float64 bits of the share of access requests shed on the chain's answer time
-	chainNs   atomic.Int64  // the median of the last window with samples
+	chainLimit atomic.Uint64 // float64 bits of the cap on phones' new requests per second (0: none)
+	chainNs    atomic.Int64  // the median of the last window with samples
 
 	mu  sync.Mutex
 	rng *rand.Rand
 	// the MaxRate token bucket (under mu)
 	tokens   float64
 	refilled time.Time
-	// the chain's answer times of the current window (under mu)
-	chain      []time.Duration
-	chainSince time.Time
+	// the chain's window (under mu): answer times, phones' new requests admitted, the smoothed admitted rate,
+	// when the next cut may come, and the cap's bucket
+	chain        []time.Duration
+	chainSince   time.Time
+	chainAdmit   int
+	chainRate    float64
+	chainRateSet bool
+	chainHold    time.Time
+	capTokens    float64
+	capRefilled  time.Time
 
 	stop chan struct{}
 	done chan struct{}
@@ -235,56 +251,80 @@ func (c *Controller) ObserveChain(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// EvalChain ends the chain's window when it is ChainWindow old at now and moves the chain share by its median
-// (the probe calls it; tests call it with their own clock).
+// EvalChain ends the chain's window when it is ChainWindow old at now and moves the cap by its median (the probe
+// calls it; tests call it with their own clock).
 func (c *Controller) EvalChain(now time.Time) {
 	if c == nil || c.cfg.ChainTarget < 0 {
 		return
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.chainSince.IsZero() {
 		c.chainSince = now
 	}
-	if now.Sub(c.chainSince) < c.cfg.ChainWindow {
-		c.mu.Unlock()
+	dt := now.Sub(c.chainSince)
+	if dt < c.cfg.ChainWindow {
 		return
 	}
 	w := c.chain
-	c.chain, c.chainSince = nil, now
-	c.mu.Unlock()
-	share := c.ChainShare()
-	if len(w) < minChainSamples {
-		// Too few answers to tell: no evidence of overload, so the share comes down (a window of a shedding
-		// node still has the answers to the share it admits).
-		c.chainBits.Store(floatBits(c.lowered(share)))
-		return
+	rate := float64(c.chainAdmit) / dt.Seconds()
+	c.chain, c.chainSince, c.chainAdmit = nil, now, 0
+	if c.chainRateSet {
+		c.chainRate = (c.chainRate + rate) / 2
+	} else {
+		c.chainRate, c.chainRateSet = rate, true
 	}
-	slices.Sort(w)
-	med := w[len(w)/2]
-	c.chainNs.Store(int64(med))
+	limit := bitsFloat(c.chainLimit.Load())
+	slow, fast := false, len(w) < minChainSamples // too few answers to tell: no evidence of overload
+	if len(w) >= minChainSamples {
+		slices.Sort(w)
+		med := w[len(w)/2]
+		c.chainNs.Store(int64(med))
+		slow, fast = med > c.cfg.ChainTarget, med < c.cfg.ChainTarget/2
+	}
 	switch {
-	case med > c.cfg.ChainTarget:
-		share = min(share+max(share/2, c.cfg.ChainStep), c.cfg.MaxShed)
-	case med < c.cfg.ChainTarget/2:
-		share = c.lowered(share)
+	case slow && !now.Before(c.chainHold):
+		base := c.chainRate
+		if limit > 0 {
+			base = min(base, limit)
+		}
+		limit = max(base*chainCut, chainFloor)
+		c.chainHold = now.Add(c.cfg.ChainHold)
+		if c.capRefilled.IsZero() || c.capTokens > limit*chainBurst {
+			c.capTokens, c.capRefilled = max(limit*chainBurst, 1), now
+		}
+	case fast && limit > 0:
+		limit += max(limit*chainGrow, 1)
+		if limit > 2*c.chainRate+10 {
+			limit = 0 // well above what the phones offer: nothing is held back any more
+		}
 	}
-	c.chainBits.Store(floatBits(share))
+	c.chainLimit.Store(floatBits(limit))
 }
 
-// lowered is the chain share one step down; a remainder of rounding is none.
-func (c *Controller) lowered(share float64) float64 {
-	if share -= c.cfg.ChainStep; share < 1e-9 {
-		return 0
-	}
-	return share
-}
-
-// ChainShare is the share of phones' new requests shed now on the chain's answer time (0..MaxShed).
-func (c *Controller) ChainShare() float64 {
+// ChainLimit is the cap on phones' new requests per second the chain's answer time put in place (0: none).
+func (c *Controller) ChainLimit() float64 {
 	if c == nil {
 		return 0
 	}
-	return bitsFloat(c.chainBits.Load())
+	return bitsFloat(c.chainLimit.Load())
+}
+
+// takeCap takes a token from the chain's cap bucket (under mu), refilled at limit per second up to chainBurst
+// seconds' worth; false when it is empty.
+func (c *Controller) takeCap(limit float64, now time.Time) bool {
+	burst := max(limit*chainBurst, 1)
+	if !c.capRefilled.IsZero() && now.After(c.capRefilled) {
+		c.capTokens = min(c.capTokens+now.Sub(c.capRefilled).Seconds()*limit, burst)
+	}
+	if c.capRefilled.IsZero() || now.After(c.capRefilled) {
+		c.capRefilled = now
+	}
+	if c.capTokens < 1 {
+		return false
+	}
+	c.capTokens--
+	return true
 }
 
 // Admit decides on one new request. When it returns true the caller must call Done once the request is finished;
@@ -317,17 +357,22 @@ func (c *Controller) admit(access bool, now time.Time) (ok bool, retryAfter time
 		reason = &c.shedInFlight
 	}
 	if reason == nil {
-		share, why := c.ShedShare(), &c.shedLag
-		if chain := c.ChainShare(); access && chain > share {
-			share, why = chain, &c.shedChain
-		}
-		if share > 0 {
+		if share := c.ShedShare(); share > 0 {
 			c.mu.Lock()
 			if c.rng.Float64() < share {
-				reason = why
+				reason = &c.shedLag
 			}
 			c.mu.Unlock()
 		}
+	}
+	if reason == nil && access && c.cfg.ChainTarget >= 0 {
+		c.mu.Lock()
+		if limit := c.ChainLimit(); limit > 0 && !c.takeCap(limit, now) {
+			reason = &c.shedChain
+		} else {
+			c.chainAdmit++ // counted before MaxRate may still refuse it: the rate the core is offered by the edge
+		}
+		c.mu.Unlock()
 	}
 	if reason == nil && access && c.cfg.MaxRate > 0 && !c.take(now) {
 		reason = &c.shedRate
@@ -390,12 +435,12 @@ type Stats struct {
 	ShedInFlight uint64
 	ShedRate     uint64
 	ShedLag      uint64
-	ShedChain    uint64        // phones' new requests shed on the chain's answer time
+	ShedChain    uint64        // phones' new requests shed beyond the chain's cap
 	InFlight     int64         // admitted and not done
 	Lag          time.Duration // smoothed scheduling lag
 	ShedShare    float64       // share of new requests shed now
 	Chain        time.Duration // median of the core's answer times in the last window with samples (ObserveChain)
-	ChainShare   float64       // share of phones' new requests shed now on the chain's answer time
+	ChainLimit   float64       // cap on phones' new requests per second (0: none)
 }
 
 // Stats returns the counters and the current state.
@@ -406,7 +451,7 @@ func (c *Controller) Stats() Stats {
 	return Stats{Admitted: c.admitted.Load(), Shed: c.shed.Load(), ShedInFlight: c.shedInFlight.Load(),
 		ShedRate: c.shedRate.Load(), ShedLag: c.shedLag.Load(), ShedChain: c.shedChain.Load(), InFlight: c.inFlight.Load(),
 		Lag: time.Duration(c.lagNs.Load()), ShedShare: c.ShedShare(), Chain: time.Duration(c.chainNs.Load()),
-		ChainShare: c.ChainShare()}
+		ChainLimit: c.ChainLimit()}
 }
 
 // RetryAfterSeconds renders a Retry-After delay as whole seconds, at least 1 (RFC 3261 §20.33, RFC 6733 has no

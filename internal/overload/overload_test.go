@@ -155,17 +155,7 @@ var _ = Describe("the overload controller", func() {
 		}
 	})
 
-	Context("the chain's answer time (ObserveChain, the BAC)", func() {
-		// windows feeds n windows of the given samples and ends each one, starting at *t.
-		windows := func(c *overload.Controller, t *time.Time, n int, samples ...time.Duration) {
-			for range n {
-				for _, d := range samples {
-					c.ObserveChain(d)
-				}
-				*t = t.Add(200 * time.Millisecond)
-				c.EvalChain(*t)
-			}
-		}
+	Context("the core's answer time (ObserveChain, the BAC)", func() {
 		slow, fast := 400*time.Millisecond, 10*time.Millisecond
 		many := func(d time.Duration, n int) []time.Duration {
 			out := make([]time.Duration, n)
@@ -174,40 +164,61 @@ var _ = Describe("the overload controller", func() {
 			}
 			return out
 		}
+		// window offers phones' new requests at rate per second for 200 ms (admitting what the controller
+		// admits), feeds the answer times and ends the window; it returns how many were admitted.
+		window := func(c *overload.Controller, t *time.Time, rate float64, samples ...time.Duration) (admitted int) {
+			n := int(rate / 5)
+			for i := range n {
+				if ok, _ := c.AdmitAccessAt(t.Add(time.Duration(i) * 200 * time.Millisecond / time.Duration(n))); ok {
+					admitted++
+					c.Done()
+				}
+			}
+			for _, d := range samples {
+				c.ObserveChain(d)
+			}
+			*t = t.Add(200 * time.Millisecond)
+			c.EvalChain(*t)
+			return admitted
+		}
 
-		It("refuses a growing share of phones' new requests while the median is above the target, never the trust domain's, and admits again once the chain is fast", func() {
+		It("caps phones' new requests at 85 % of the rate admitted when the core answers slowly, cuts again only after ChainHold, and lifts the cap once the core is fast", func() {
 			c := manual(overload.Config{ChainTarget: 100 * time.Millisecond})
 			t := time.Unix(1000, 0)
 			c.EvalChain(t) // the first window starts
-			windows(c, &t, 1, many(slow, 20)...)
-			Expect(c.ChainShare()).To(BeNumerically("~", 0.05, 1e-9), "one window above the target: one step")
-			windows(c, &t, 9, many(slow, 20)...)
-			Expect(c.ChainShare()).To(BeNumerically("~", 0.95, 1e-9), "grown by half of itself per window, up to MaxShed")
+			Expect(window(c, &t, 300, many(fast, 20)...)).To(Equal(60), "no cap while the core is fast")
+			Expect(c.ChainLimit()).To(BeZero())
+			window(c, &t, 300, many(slow, 20)...)
+			Expect(c.ChainLimit()).To(BeNumerically("~", 255, 1), "85 %% of the 300/s admitted")
 			Expect(c.Stats().Chain).To(Equal(slow))
 			Expect(c.ShedShare()).To(BeZero(), "the node's own lag is fine")
-			shed := 0
-			for range 2000 {
-				if ok, ra := c.AdmitAccessAt(t); ok {
-					c.Done()
-				} else {
-					shed++
-					Expect(ra).To(BeNumerically(">=", time.Second))
-				}
+			for range 4 { // within the hold: no further cut, though still slow
+				window(c, &t, 500, many(slow, 20)...)
 			}
-			Expect(shed).To(BeNumerically("~", 1900, 60), "about 95 %% of 2000 phones' requests refused")
-			Expect(c.Stats().ShedChain).To(BeEquivalentTo(shed))
+			Expect(c.ChainLimit()).To(BeNumerically("~", 255, 1))
+
+			By("the cap admits about its rate of what phones offer, and never holds back the trust domain")
+			admitted := 0
+			for range 5 {
+				admitted += window(c, &t, 500) // too few answers: no cut, the cap grows a little
+			}
+			Expect(admitted).To(BeNumerically("~", 270, 40), "about the cap's rate over 1 s of 500/s offered")
+			Expect(c.Stats().ShedChain).To(BeNumerically(">=", 500-admitted))
 			for range 200 {
 				ok, _ := c.Admit()
-				Expect(ok).To(BeTrue(), "requests between the lab's nodes are not held to the chain")
+				Expect(ok).To(BeTrue(), "requests between the lab's nodes are not held to the cap")
 				c.Done()
 			}
 
-			windows(c, &t, 18, many(fast, 20)...)
-			Expect(c.ChainShare()).To(BeNumerically("~", 0.05, 1e-9), "5 points down per fast window")
-			windows(c, &t, 1, many(fast, 20)...)
-			Expect(c.ChainShare()).To(BeZero())
-			ok, _ := c.AdmitAccessAt(t)
-			Expect(ok).To(BeTrue())
+			By("a fast core grows the cap by 5 %% a window; once well above what phones offer it is lifted")
+			before := c.ChainLimit()
+			window(c, &t, 100, many(fast, 20)...)
+			Expect(c.ChainLimit()).To(BeNumerically("~", before*1.05, 1))
+			for range 30 {
+				window(c, &t, 100, many(fast, 20)...)
+			}
+			Expect(c.ChainLimit()).To(BeZero())
+			Expect(window(c, &t, 500)).To(Equal(100), "no cap any more")
 		})
 
 		It("is not moved by a minority of slow answers", func() {
@@ -215,34 +226,41 @@ var _ = Describe("the overload controller", func() {
 			t := time.Unix(1000, 0)
 			c.EvalChain(t)
 			samples := append(many(fast, 12), many(2*time.Second, 8)...) // 40 % of the answers 2 s late
-			windows(c, &t, 20, samples...)
-			Expect(c.ChainShare()).To(BeZero())
+			for range 20 {
+				window(c, &t, 300, samples...)
+			}
+			Expect(c.ChainLimit()).To(BeZero())
 			Expect(c.Stats().Chain).To(Equal(fast), "the median")
 		})
 
-		It("keeps its share between target/2 and target, and lowers it when a window has too few answers to tell", func() {
+		It("holds the cap between target/2 and target, and does not cut on fewer than 3 answers", func() {
 			c := manual(overload.Config{ChainTarget: 100 * time.Millisecond})
 			t := time.Unix(1000, 0)
 			c.EvalChain(t)
-			windows(c, &t, 4, many(slow, 20)...)
-			held := c.ChainShare()
-			Expect(held).To(BeNumerically(">", 0.2))
-			windows(c, &t, 5, many(70*time.Millisecond, 20)...)
-			Expect(c.ChainShare()).To(Equal(held), "70 ms: between 50 and 100 ms")
-			windows(c, &t, 1, slow, slow)
-			Expect(c.ChainShare()).To(BeNumerically("~", held-0.05, 1e-9), "two answers are no evidence")
+			window(c, &t, 300, many(fast, 20)...)
+			window(c, &t, 300, many(slow, 20)...)
+			held := c.ChainLimit()
+			Expect(held).To(BeNumerically(">", 0))
+			for range 10 {
+				window(c, &t, 300, many(70*time.Millisecond, 20)...)
+			}
+			Expect(c.ChainLimit()).To(Equal(held), "70 ms: between 50 and 100 ms")
+			window(c, &t, 300, slow, slow)
+			Expect(c.ChainLimit()).To(BeNumerically(">", held), "two slow answers are no evidence: the cap grows")
 		})
 
 		It("is not watched with a negative target, nor by a nil controller", func() {
 			c := manual(overload.Config{ChainTarget: -1})
 			t := time.Unix(1000, 0)
 			c.EvalChain(t)
-			windows(c, &t, 10, many(10*time.Second, 20)...)
-			Expect(c.ChainShare()).To(BeZero())
+			for range 10 {
+				window(c, &t, 300, many(10*time.Second, 20)...)
+			}
+			Expect(c.ChainLimit()).To(BeZero())
 			var none *overload.Controller
 			none.ObserveChain(time.Second)
 			none.EvalChain(t)
-			Expect(none.ChainShare()).To(BeZero())
+			Expect(none.ChainLimit()).To(BeZero())
 		})
 	})
 
@@ -278,7 +296,7 @@ var _ = Describe("the overload controller", func() {
 		Expect(got).To(HaveKeyWithValue("overload_requests_shed_total{reason=rate}", 1.0))
 		Expect(got).To(HaveKeyWithValue("overload_requests_shed_total{reason=lag}", 0.0))
 		Expect(got).To(HaveKeyWithValue("overload_requests_shed_total{reason=chain}", 0.0))
-		Expect(got).To(HaveKeyWithValue("overload_chain_shed_share", 0.0))
+		Expect(got).To(HaveKeyWithValue("overload_chain_limit", 0.0))
 		Expect(got).To(HaveKeyWithValue("overload_in_flight", 2.0))
 		Expect(got).To(HaveKey("overload_lag_seconds"))
 	})

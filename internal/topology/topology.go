@@ -338,4 +338,6 @@ type Overload struct {
 	// Trying to an INVITE, its final answer to a REGISTER) above which the BAC refuses phones' new requests
 	// (default 100ms; negative: not watched). Only the BAC measures it.
 	ChainTarget time.Duration `yaml:"chain_target,omitempty"`
+	// ChainHold is the least time between two cuts of the BAC's cap on phones' new requests (default 1s).
+	ChainHold time.Duration `yaml:"chain_hold,omitempty"`
 }
