@@ -158,8 +158,7 @@ func fromToken(req *sip.Request) string {
 }
 
 // chainTimer times how long the core takes to answer a phone's new request: from forwarding it to the P-CSCF's
-// first answer, which for an INVITE is the 100 Trying the P-CSCF sends at once (sipx.Proxy.TryingFromBAC) and
-// for a REGISTER its final answer. The overload control refuses phones' new requests when these grow
+// first answer, the 100 Trying the P-CSCF sends at once to an INVITE or a REGISTER (sipx.Proxy.TryingFromBAC). The overload control refuses phones' new requests when these grow
 // (overload.ObserveChain): the BAC is where the lab sheds before the core saturates. The 100 Trying measures
 // the core's load without the wait of a takeover behind the P-CSCF.
 type chainTimer struct {

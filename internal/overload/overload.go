@@ -35,8 +35,8 @@
 // saturates, each process gets its turn on a core and its own lag stays moderate while messages wait in socket
 // buffers and for the CPU; probes time out, members are marked down and the whole lab collapses (issue 13's
 // bench before this rule: 85 % of calls failed at 500 calls/s). The access node sees what the phones see:
-// ObserveChain feeds it the time from forwarding a phone's new request to the P-CSCF's first answer (for an
-// INVITE the 100 Trying the P-CSCF sends at once, for a REGISTER its final answer), measured on requests answered
+// ObserveChain feeds it the time from forwarding a phone's new request to the P-CSCF's first answer (the 100
+// Trying the P-CSCF sends at once to an INVITE or a REGISTER), measured on requests answered
 // by the first member tried (a failover's wait says nothing about load). The 100 Trying leaves out what lies
 // behind the P-CSCF, so a takeover further down (the users of a dead S-CSCF or of a callee's dead P-CSCF) does
 // not look like load. Every ChainWindow the median of the window's samples is compared with ChainTarget. Above it
