@@ -130,25 +130,40 @@ func (echoHandler) ServerAssignment(context.Context, *SAR) (*SAA, error) {
 	return &SAA{Result: Success}, nil
 }
 
+// serveHSS serves an HSS that answers everything 2001 on ln until stop; done receives what Serve returned.
+func serveHSS(ln net.Listener, logger *slog.Logger) (stop func(), done chan error) {
+	GinkgoHelper()
+	srv, err := NewServer(ServerConfig{OriginHost: "hss.ims.test", OriginRealm: "ims.test", AllowAnyPeer: true}, echoHandler{}, WithLogger(logger))
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	return cancel, done
+}
+
+// runClient runs an I-CSCF's client of the HSS at addr with the given reconnect timers until the spec ends, and
+// waits for its connection.
+func runClient(addr string, logger *slog.Logger, reconnectMin, reconnectMax, failFastAfter time.Duration) *Client {
+	GinkgoHelper()
+	cli, err := NewClient(ClientConfig{Addr: addr, OriginHost: "icscf.ims.test", OriginRealm: "ims.test",
+		DestinationRealm: "ims.test", ReconnectMin: reconnectMin, ReconnectMax: reconnectMax,
+		FailFastAfter: failFastAfter}, WithClientLogger(logger))
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	DeferCleanup(cancel)
+	go func() { _ = cli.Run(ctx) }()
+	Eventually(cli.Connected()).Should(BeClosed())
+	return cli
+}
+
 var _ = Describe("Cx client and server", Label("integration"), func() {
 	It("fails at once once the HSS has been gone for FailFastAfter, and serves again when it is back", SpecTimeout(30*time.Second), func(sctx SpecContext) {
 		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		Expect(err).NotTo(HaveOccurred())
 		addr := ln.Addr().String()
-		srv, err := NewServer(ServerConfig{OriginHost: "hss.ims.test", OriginRealm: "ims.test", AllowAnyPeer: true}, echoHandler{}, WithLogger(logger))
-		Expect(err).NotTo(HaveOccurred())
-		sctx1, stop1 := context.WithCancel(context.Background())
-		done1 := make(chan error, 1)
-		go func() { done1 <- srv.Serve(sctx1, ln) }()
-		cli, err := NewClient(ClientConfig{Addr: addr, OriginHost: "icscf.ims.test", OriginRealm: "ims.test",
-			DestinationRealm: "ims.test", ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
-			FailFastAfter: 300 * time.Millisecond}, WithClientLogger(logger))
-		Expect(err).NotTo(HaveOccurred())
-		cctx, cancel := context.WithCancel(context.Background())
-		DeferCleanup(cancel)
-		go func() { _ = cli.Run(cctx) }()
-		Eventually(cli.Connected()).Should(BeClosed())
+		stop1, done1 := serveHSS(ln, logger)
+		cli := runClient(addr, logger, 20*time.Millisecond, 100*time.Millisecond, 300*time.Millisecond)
 
 		stop1()
 		Eventually(done1).Should(Receive(BeNil()))
@@ -162,11 +177,8 @@ var _ = Describe("Cx client and server", Label("integration"), func() {
 
 		ln2, err := net.Listen("tcp", addr)
 		Expect(err).NotTo(HaveOccurred())
-		srv2, err := NewServer(ServerConfig{OriginHost: "hss.ims.test", OriginRealm: "ims.test", AllowAnyPeer: true}, echoHandler{}, WithLogger(logger))
-		Expect(err).NotTo(HaveOccurred())
-		sctx2, stop2 := context.WithCancel(context.Background())
+		stop2, _ := serveHSS(ln2, logger)
 		DeferCleanup(stop2)
-		go func() { _ = srv2.Serve(sctx2, ln2) }()
 		Eventually(cli.Connected(), 5*time.Second).Should(BeClosed())
 		a, err := cli.LocationInfo(sctx, &LIR{PublicIdentity: "sip:a@ims.test"})
 		Expect(err).NotTo(HaveOccurred())
@@ -178,25 +190,10 @@ var _ = Describe("Cx client and server", Label("integration"), func() {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		Expect(err).NotTo(HaveOccurred())
 		addr := ln.Addr().String()
-		serve := func(ln net.Listener) (stop func(), done chan error) {
-			srv, err := NewServer(ServerConfig{OriginHost: "hss.ims.test", OriginRealm: "ims.test", AllowAnyPeer: true}, echoHandler{}, WithLogger(logger))
-			Expect(err).NotTo(HaveOccurred())
-			ctx, cancel := context.WithCancel(context.Background())
-			done = make(chan error, 1)
-			go func() { done <- srv.Serve(ctx, ln) }()
-			return cancel, done
-		}
-		stop1, done1 := serve(ln)
+		stop1, done1 := serveHSS(ln, logger)
 		// The backoff reaches 10 s long before the HSS returns: without attempts on demand the return would be
 		// noticed up to 10 s later, and every request meanwhile would fail at once.
-		cli, err := NewClient(ClientConfig{Addr: addr, OriginHost: "icscf.ims.test", OriginRealm: "ims.test",
-			DestinationRealm: "ims.test", ReconnectMin: 50 * time.Millisecond, ReconnectMax: 10 * time.Second,
-			FailFastAfter: 300 * time.Millisecond}, WithClientLogger(logger))
-		Expect(err).NotTo(HaveOccurred())
-		cctx, cancel := context.WithCancel(context.Background())
-		DeferCleanup(cancel)
-		go func() { _ = cli.Run(cctx) }()
-		Eventually(cli.Connected()).Should(BeClosed())
+		cli := runClient(addr, logger, 50*time.Millisecond, 10*time.Second, 300*time.Millisecond)
 
 		stop1()
 		Eventually(done1).Should(Receive(BeNil()))
@@ -210,7 +207,7 @@ var _ = Describe("Cx client and server", Label("integration"), func() {
 
 		ln2, err := net.Listen("tcp", addr)
 		Expect(err).NotTo(HaveOccurred())
-		stop2, _ := serve(ln2)
+		stop2, _ := serveHSS(ln2, logger)
 		DeferCleanup(stop2)
 		start := time.Now()
 		a, err := cli.LocationInfo(sctx, &LIR{PublicIdentity: "sip:a@ims.test"})

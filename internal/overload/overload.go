@@ -36,12 +36,12 @@
 // buffers and for the CPU; probes time out, members are marked down and the whole lab collapses (issue 13's
 // bench before this rule: 85 % of calls failed at 500 calls/s). The access node sees what the phones see:
 // ObserveChain feeds it the time from forwarding a phone's new request to the P-CSCF's first answer (the 100
-// Trying the P-CSCF sends at once to an INVITE or a REGISTER), measured on requests answered
+// Trying the P-CSCF sends at once to an INVITE, the final answer to a REGISTER), measured on requests answered
 // by the first member tried (a failover's wait says nothing about load). The 100 Trying leaves out what lies
 // behind the P-CSCF, so a takeover further down (the users of a dead S-CSCF or of a callee's dead P-CSCF) does
 // not look like load. Every ChainWindow the median of the window's samples is compared with ChainTarget. Above it
-// the BAC caps the rate of phones' new requests it admits at 85 % of the rate it was admitting (smoothed over the
-// last windows), and cuts again only after ChainHold, the time the core needs to show the effect; below half the
+// the BAC caps the rate of phones' new requests it admits at target/median of the rate it was admitting (smoothed
+// over the last windows; between 50 and 85 % of it), and cuts again only after ChainHold, the time the core needs to show the effect; below half the
 // target the cap grows by 5 % per window and is lifted once it is well above what phones offer. This is AIMD on
 // the admitted rate, as TCP does on its window: the cap settles near what the core can serve, so the goodput stays
 // near capacity, where a refused share driven by a lagging latency overshot to 95 % and back. Requests between
@@ -90,8 +90,8 @@ type Config struct {
 
 // The chain's AIMD on the admitted rate of phones' new requests.
 const (
-	minChainSamples = 3    // the fewest answers a window needs to cut the cap (fewer: no evidence of overload)
-	chainCut        = 0.85 // a cut sets the cap to this share of the admitted rate
+	minChainSamples = 3    // the fewest answers a window needs to move the cap (fewer: it stays)
+	chainCut        = 0.85 // a cut sets the cap to at most this share of the admitted rate (at least half of it)
 	chainGrow       = 0.05 // a fast window grows the cap by this share of itself (at least 1 request/s)
 	chainFloor      = 5.0  // the cap never goes below this many requests per second
 	chainBurst      = 0.1  // the cap's bucket holds this many seconds' worth (at least one request)
@@ -275,20 +275,22 @@ func (c *Controller) EvalChain(now time.Time) {
 		c.chainRate, c.chainRateSet = rate, true
 	}
 	limit := bitsFloat(c.chainLimit.Load())
-	slow, fast := false, len(w) < minChainSamples // too few answers to tell: no evidence of overload
-	if len(w) >= minChainSamples {
-		slices.Sort(w)
-		med := w[len(w)/2]
-		c.chainNs.Store(int64(med))
-		slow, fast = med > c.cfg.ChainTarget, med < c.cfg.ChainTarget/2
+	if len(w) < minChainSamples {
+		return // too few answers to tell (an idle edge, or a core that answers nothing): the cap stays
 	}
+	slices.Sort(w)
+	med := w[len(w)/2]
+	c.chainNs.Store(int64(med))
+	slow, fast := med > c.cfg.ChainTarget, med < c.cfg.ChainTarget/2
 	switch {
 	case slow && !now.Before(c.chainHold):
 		base := c.chainRate
 		if limit > 0 {
 			base = min(base, limit)
 		}
-		limit = max(base*chainCut, chainFloor)
+		// The slower the core, the deeper the cut: target/median of the rate, between half and chainCut.
+		cut := min(max(float64(c.cfg.ChainTarget)/float64(med), 0.5), chainCut)
+		limit = max(base*cut, chainFloor)
 		c.chainHold = now.Add(c.cfg.ChainHold)
 		if c.capRefilled.IsZero() || c.capTokens > limit*chainBurst {
 			c.capTokens, c.capRefilled = max(limit*chainBurst, 1), now

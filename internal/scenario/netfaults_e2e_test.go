@@ -455,7 +455,16 @@ faults:
 				Skip("the site link's delay cannot be applied on this kernel: " + r.err.Error())
 			}
 			Expect(r.err).NotTo(HaveOccurred())
-			Expect(r.outcome.Passed).To(BeTrue(), r.out.String())
+			// What the BAC shed, if anything (its overload events), beside the outcome: a failed expectation is
+			// then told apart from load shedding on a loaded machine.
+			var shed []string
+			for _, e := range readJSONL[map[string]any](filepath.Join(r.dir, "events", "bac.jsonl")) {
+				if e["kind"] == "overload" {
+					shed = append(shed, fmt.Sprintf("%s shed %v (chain %v, cap %v/s, lag %v ms)", e["ts"], e["shed"],
+						e["shed_chain"], e["chain_limit"], e["lag_ms"]))
+				}
+			}
+			Expect(r.outcome.Passed).To(BeTrue(), "%s\nthe BAC's overload events: %v", r.out.String(), shed)
 			found := false
 			for _, e := range readJSONL[map[string]any](filepath.Join(r.dir, "events", "lab.jsonl")) {
 				if e["kind"] == "links" {

@@ -43,11 +43,9 @@ type Proxy struct {
 	// Self are the host names a Route entry may carry and still be ours: the node's own host and, for pool
 	// members, the other members of its pool (a peer's per-host SRV record fails over to us).
 	Self []string
-	// TryingFromBAC answers a new INVITE or REGISTER from the BAC 100 Trying at once, before the handler (the
-	// P-CSCF sets it): the BAC times that answer to see how loaded the core is (overload.ObserveChain) without
-	// the wait of a takeover, or of a wide-area link, further down. Without it sipgo sends 100 Trying to an
-	// INVITE only if nothing else came within 200 ms, and none to a REGISTER. The 100 Trying to a REGISTER stays
-	// between the P-CSCF and the BAC (hop by hop; the BAC relays no 100).
+	// TryingFromBAC answers a new INVITE from the BAC 100 Trying at once, before the handler (the P-CSCF sets
+	// it): the BAC times that answer to see how loaded the core is (overload.ObserveChain) without the wait of a
+	// takeover further down. Without it sipgo sends 100 Trying only if nothing else came within 200 ms.
 	TryingFromBAC bool
 
 	base atomic.Pointer[context.Context]
@@ -412,7 +410,7 @@ func (p *Proxy) wrap(h Handler, withTx bool) func(*sip.Request, sip.ServerTransa
 				return
 			}
 			defer p.EP.Overload.Done()
-			if p.TryingFromBAC && (req.IsInvite() || req.Method == sip.REGISTER) && p.Trust.RoleOf(req.Source()) == RoleBAC {
+			if p.TryingFromBAC && req.IsInvite() && p.Trust.RoleOf(req.Source()) == RoleBAC {
 				if err := stx.Respond(sip.NewResponseFromRequest(req, 100, "Trying", nil)); err != nil {
 					p.Log.Debug("100 Trying not sent", "call_id", CallID(req), "err", err)
 				}

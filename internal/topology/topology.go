@@ -335,7 +335,7 @@ type Overload struct {
 	// (phones: in effect the BAC's), a token bucket holding one second's worth (0 = no limit).
 	MaxRate float64 `yaml:"max_rate,omitempty"`
 	// ChainTarget is the median time the core takes to answer phones' new requests at the BAC (the P-CSCF's 100
-	// Trying to an INVITE or a REGISTER) above which the BAC caps phones' new requests
+	// Trying to an INVITE, the final answer to a REGISTER) above which the BAC caps phones' new requests
 	// (default 100ms; negative: not watched). Only the BAC measures it.
 	ChainTarget time.Duration `yaml:"chain_target,omitempty"`
 	// ChainHold is the least time between two cuts of the BAC's cap on phones' new requests (default 1s).
