@@ -336,7 +336,7 @@ type Overload struct {
 	MaxRate float64 `yaml:"max_rate,omitempty"`
 	// ChainTarget is the median time the core takes to answer phones' new requests at the BAC (the P-CSCF's 100
 	// Trying to an INVITE, the final answer to a REGISTER) above which the BAC caps phones' new requests
-	// (default 100ms; negative: not watched). Only the BAC measures it.
+	// (0 or negative: not watched, the default; the benches used 100ms). Only the BAC measures it.
 	ChainTarget time.Duration `yaml:"chain_target,omitempty"`
 	// ChainHold is the least time between two cuts of the BAC's cap on phones' new requests (default 1s).
 	ChainHold time.Duration `yaml:"chain_hold,omitempty"`
