@@ -155,21 +155,18 @@ type Controller struct {
 	chainLimit atomic.Uint64 // float64 bits of the cap on phones' new requests per second (0: none)
 	chainNs    atomic.Int64  // the median of the last window with samples
 
-	mu  sync.Mutex
-	rng *rand.Rand
-	// the MaxRate token bucket (under mu)
-	tokens   float64
-	refilled time.Time
+	mu         sync.Mutex
+	rng        *rand.Rand
+	rateBucket bucket // the MaxRate token bucket (under mu)
 	// the chain's window (under mu): answer times, phones' new requests admitted, the smoothed admitted rate,
-	// when the next cut may come, and the cap's bucket
+	// when the next cut may come, and the cap's token bucket
 	chain        []time.Duration
 	chainSince   time.Time
 	chainAdmit   int
 	chainRate    float64
 	chainRateSet bool
 	chainHold    time.Time
-	capTokens    float64
-	capRefilled  time.Time
+	capBucket    bucket
 
 	stop chan struct{}
 	done chan struct{}
@@ -182,7 +179,7 @@ func New(cfg Config, seed uint64) *Controller {
 	}
 	c := &Controller{cfg: cfg.withDefaults(), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		stop: make(chan struct{}), done: make(chan struct{})}
-	c.tokens = c.burst()
+	c.rateBucket.tokens = c.burst()
 	go c.probe()
 	return c
 }
@@ -296,8 +293,8 @@ func (c *Controller) EvalChain(now time.Time) {
 		cut := min(max(float64(c.cfg.ChainTarget)/float64(med), 0.5), chainCut)
 		limit = max(base*cut, chainFloor)
 		c.chainHold = now.Add(c.cfg.ChainHold)
-		if c.capRefilled.IsZero() || c.capTokens > limit*chainBurst {
-			c.capTokens, c.capRefilled = max(limit*chainBurst, 1), now
+		if c.capBucket.refilled.IsZero() || c.capBucket.tokens > limit*chainBurst {
+			c.capBucket = bucket{tokens: max(limit*chainBurst, 1), refilled: now}
 		}
 	case fast && limit > 0:
 		limit += max(limit*chainGrow, 1)
@@ -316,20 +313,24 @@ func (c *Controller) ChainLimit() float64 {
 	return bitsFloat(c.chainLimit.Load())
 }
 
-// takeCap takes a token from the chain's cap bucket (under mu), refilled at limit per second up to chainBurst
-// seconds' worth; false when it is empty.
-func (c *Controller) takeCap(limit float64, now time.Time) bool {
-	burst := max(limit*chainBurst, 1)
-	if !c.capRefilled.IsZero() && now.After(c.capRefilled) {
-		c.capTokens = min(c.capTokens+now.Sub(c.capRefilled).Seconds()*limit, burst)
+// bucket is a token bucket (its owner holds the lock).
+type bucket struct {
+	tokens   float64
+	refilled time.Time
+}
+
+// take refills the bucket at rate per second up to burst and takes a token; false when it is empty.
+func (k *bucket) take(rate, burst float64, now time.Time) bool {
+	if !k.refilled.IsZero() && now.After(k.refilled) {
+		k.tokens = min(k.tokens+now.Sub(k.refilled).Seconds()*rate, burst)
 	}
-	if c.capRefilled.IsZero() || now.After(c.capRefilled) {
-		c.capRefilled = now
+	if k.refilled.IsZero() || now.After(k.refilled) {
+		k.refilled = now
 	}
-	if c.capTokens < 1 {
+	if k.tokens < 1 {
 		return false
 	}
-	c.capTokens--
+	k.tokens--
 	return true
 }
 
@@ -373,7 +374,7 @@ func (c *Controller) admit(access bool, now time.Time) (ok bool, retryAfter time
 	}
 	if reason == nil && access && c.cfg.ChainTarget >= 0 {
 		c.mu.Lock()
-		if limit := c.ChainLimit(); limit > 0 && !c.takeCap(limit, now) {
+		if limit := c.ChainLimit(); limit > 0 && !c.capBucket.take(limit, max(limit*chainBurst, 1), now) {
 			reason = &c.shedChain
 		} else {
 			c.chainAdmit++ // counted before MaxRate may still refuse it: the rate the core is offered by the edge
@@ -403,17 +404,7 @@ func (c *Controller) burst() float64 { return max(c.cfg.MaxRate, 1) }
 func (c *Controller) take(now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.refilled.IsZero() && now.After(c.refilled) {
-		c.tokens = min(c.tokens+now.Sub(c.refilled).Seconds()*c.cfg.MaxRate, c.burst())
-	}
-	if c.refilled.IsZero() || now.After(c.refilled) {
-		c.refilled = now
-	}
-	if c.tokens < 1 {
-		return false
-	}
-	c.tokens--
-	return true
+	return c.rateBucket.take(c.cfg.MaxRate, c.burst(), now)
 }
 
 // Done ends a request Admit admitted.
