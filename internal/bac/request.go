@@ -160,7 +160,8 @@ func fromToken(req *sip.Request) string {
 // chainTimer times how long the core takes to answer a phone's new request: from forwarding it to the P-CSCF's
 // first answer, for an INVITE the 100 Trying the P-CSCF sends at once (sipx.Proxy.TryingFromBAC), for a REGISTER
 // its final answer: a registration storm loads the S-CSCFs and the HSS, not the P-CSCF, and a 100 Trying would
-// not show it (the bench of 2026-12-01: 22 registrations/s at 1,000/s offered with it, 196 with the final). The overload control refuses phones' new requests when these grow
+// not show it (docs/results/bench/overload-2026-12-01: 22 registrations/s at 1,000/s offered with it, 3d1ae3d/;
+// 196 with the final, db954d4/; n = 1 each). The overload control refuses phones' new requests when these grow
 // (overload.ObserveChain): the BAC is where the lab sheds before the core saturates. The 100 Trying measures
 // the core's load without the wait of a takeover behind the P-CSCF.
 type chainTimer struct {
