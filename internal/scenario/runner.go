@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -313,6 +314,13 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 		case err := <-phonesDone:
 			return err
 		case <-time.After(30 * time.Second):
+			// What every goroutine of this process was doing: the phones run here, so their stuck work is in it.
+			f := filepath.Join(o.RunDir, "logs", "phones-stop-goroutines.txt")
+			if w, err := os.Create(f); err == nil {
+				_ = pprof.Lookup("goroutine").WriteTo(w, 2)
+				w.Close()
+				return fmt.Errorf("did not stop within 30s (their goroutines: %s)", f)
+			}
 			return errors.New("did not stop within 30s")
 		}
 	})

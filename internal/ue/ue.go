@@ -452,9 +452,13 @@ func (u *UE) waitListening(serveErr chan error) error {
 	}
 }
 
+// shutdown closes the socket first, then the user agent. In that order the transactions still answering (a flood
+// of retransmitted requests on a loaded machine: hundreds of goroutines queued for the socket) fail at once and
+// no new ones start, so closing the transaction layer, which takes its store's lock once per transaction, is not
+// queued behind them (a run under -race waited minutes there).
 func (u *UE) shutdown(serveErr chan error) {
-	_ = u.ua.Close()
 	_ = u.conn.Close()
+	_ = u.ua.Close()
 	if err := <-serveErr; err != nil && !errors.Is(err, net.ErrClosed) {
 		u.log.Warn("ue: serve", "err", err)
 	}
