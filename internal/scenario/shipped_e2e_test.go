@@ -675,8 +675,13 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 					byOwnCall++
 				}
 			}
-			Expect(byOwnCall).To(BeNumerically(">", 0), "some affected user was taken over by its own call "+
-				"(the others were taken over by a call they received first)")
+			// Whether some user's own call did the takeover (SAR after its INVITE reached the I-CSCF) or a call it
+			// received first did, is up to the run's timing: when the I-CSCF detects the kill before the P-CSCFs,
+			// every affected user is usually called before its own call gets through (seen in 2 of 3 runs). The
+			// MO-triggered takeover is checked deterministically in test/e2e (takeover_test.go, "a survivor S-CSCF
+			// takes over"); here each MO call's path is checked above whichever came first.
+			GinkgoWriter.Printf("scscf-kill: %d of %d affected users taken over by their own call\n", byOwnCall,
+				len(s.sum.AffectedIMPUs))
 		})
 
 		// Which calls reselect is not up to the test (a user taken over by a call it placed first is found at its
