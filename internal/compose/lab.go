@@ -233,11 +233,6 @@ func (l *Lab) Up(ctx context.Context) error {
 		l.events.Emit("lab_up", map[string]any{"run_dir": l.cfg.RunDir, "backend": "compose",
 			"project": l.cfg.Project, "subnet": subnet.String(), "access": b.Networks.Access.String(),
 			"cx": b.Networks.Cx.String(), "nodes": ServiceNames(b.Topology)})
-		if n := len(b.Topology.Links()); n > 0 {
-			reason := "the compose backend does not apply site links yet; run on the local backend with --netns (root)"
-			l.log.Warn("the topology's site links are not applied", "reason", reason)
-			l.events.Emit("links_not_applied", map[string]any{"reason": reason, "links": n})
-		}
 		began := time.Now()
 		upCtx, cancel := context.WithTimeout(ctx, max(3*l.cfg.ReadyTimeout, 90*time.Second))
 		lastErr = l.docker(upCtx, "up", "-d", "--wait")
@@ -276,6 +271,10 @@ func (l *Lab) Up(ctx context.Context) error {
 		}
 		in, _ := l.engine.Inspect(ctx, c.ID)
 		l.events.Emit("node_ready", map[string]any{"target": name, "pid": in.PID, "container": c.ID[:12]})
+	}
+	if err := l.applyLinks(ctx, ""); err != nil {
+		_ = l.Down()
+		return err
 	}
 	if !l.cfg.NoCapture {
 		l.startCapture()
@@ -505,6 +504,9 @@ func (l *Lab) Start(ctx context.Context, name string) error {
 	if err := l.engine.Start(ctx, c.ID); err != nil {
 		return fmt.Errorf("compose lab: start %s: %w", name, err)
 	}
+	if err := l.applyLinks(ctx, name); err != nil { // its new namespace
+		return err
+	}
 	return l.waitReady(ctx, name, c.ID)
 }
 
@@ -556,6 +558,9 @@ func (l *Lab) Restart(ctx context.Context, name string) error {
 	}
 	if err := l.engine.Start(ctx, c.ID); err != nil {
 		return fmt.Errorf("compose lab: restart %s: %w", name, err)
+	}
+	if err := l.applyLinks(ctx, name); err != nil {
+		return err
 	}
 	return l.waitReady(ctx, name, c.ID)
 }

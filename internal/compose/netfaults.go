@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/imslab/quasipool/internal/netfault"
+	"github.com/imslab/quasipool/internal/sitenet"
 )
 
 // Network faults (partition, isolate, loss, rate, delay) on the compose backend are applied from the host in each
@@ -95,6 +96,11 @@ func (l *Lab) ApplyNet(ctx context.Context, node, key string, spec netfault.Spec
 	}
 	op.Lock()
 	defer op.Unlock()
+	return l.applyNetLocked(ctx, node, c, key, spec)
+}
+
+// applyNetLocked is ApplyNet with the node's operation lock held.
+func (l *Lab) applyNetLocked(ctx context.Context, node string, c Container, key string, spec netfault.Spec) error {
 	life, err := l.netLife(ctx, c.ID)
 	if err != nil {
 		return fmt.Errorf("compose lab: network fault %s on %s: %w", key, node, err)
@@ -247,4 +253,62 @@ func (l *Lab) netGone(node string, nn *nodeNet, key string) {
 	l.log.Info("network faults gone with the container's namespace", "node", node, "keys", keys, "pid", nn.life.pid)
 	l.events.Emit("net_fault_gone", map[string]any{"target": node, "keys": keys, "pid": nn.life.pid,
 		"reason": "the container stopped or started again: its network namespace, and the faults in it, are gone"})
+}
+
+// Site links. The topology's links (delay, jitter, loss, rate between two sites) are applied as on the namespace
+// backend (internal/sitenet): every node of a site gets them, in its container's namespace, towards every address
+// of the other site's nodes. They are applied once the containers are up (the nodes' first connections, before
+// the phones register, cross the links without them), and again in a container's new namespace whenever a
+// node is started again (Start, Restart): a link belongs to the topology, not to one life of a container.
+
+// applyLinks applies the site links of every node, or of node alone when it is not "" (its operation lock held).
+// Without what network faults need (NetCheck: root, nsenter, nft, tc) the run goes on without them, said in a
+// links_not_applied event and the log, as on the local backend without --netns. A link that cannot be applied
+// fails with an error naming it.
+func (l *Lab) applyLinks(ctx context.Context, node string) error {
+	t := l.bundle.Topology
+	if len(t.Links()) == 0 {
+		return nil
+	}
+	if err := l.NetCheck(); err != nil {
+		if node == "" {
+			l.log.Warn("the topology's site links are not applied", "reason", err.Error())
+			l.events.Emit("links_not_applied", map[string]any{"reason": err.Error(), "links": len(t.Links())})
+		}
+		return nil
+	}
+	items, err := sitenet.Plan(t, l.NetAddrs, "") // no device: NFQUEUE or nft rules on every interface, by peer
+	if err != nil {
+		return fmt.Errorf("compose lab: site links: %w", err)
+	}
+	var mine []sitenet.Item
+	for _, it := range items {
+		if node != "" && it.Node != node {
+			continue
+		}
+		mine = append(mine, it)
+		c, op, err := l.container(it.Node)
+		if err == nil {
+			if node == "" {
+				op.Lock()
+			}
+			err = l.applyNetLocked(ctx, it.Node, c, it.Key, it.Spec)
+			if node == "" {
+				op.Unlock()
+			}
+		}
+		if err != nil {
+			what := ""
+			if _, ok := it.Spec.(netfault.Delay); ok && errors.Is(err, netfault.ErrUnsupported) {
+				what = " (a link's delay needs sch_netem or netfault's NFQUEUE delay line; this kernel has neither)"
+			}
+			return fmt.Errorf("compose lab: site link %s cannot be applied on %s: %s%s: %w", it.Link, it.Node, it.Spec, what, err)
+		}
+	}
+	if node == "" {
+		l.events.Emit("links", map[string]any{"links": sitenet.Describe(t, items), "faults": len(items)})
+	} else if len(mine) > 0 {
+		l.events.Emit("links_reapplied", map[string]any{"target": node, "faults": len(mine)})
+	}
+	return nil
 }

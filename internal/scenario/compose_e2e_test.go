@@ -125,6 +125,50 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 			// once in CI on a busy machine (which one was not printed; failedExpectations now leads the message),
 			// and passed in every local run. A second failure is a failure.
 		}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
+
+	It("runs wan-latency against containers: the site link's delay and loss entered into every container's namespace",
+		func(ctx SpecContext) {
+			testutil.RequireDocker(ctx)
+			wd, err := os.Getwd()
+			Expect(err).NotTo(HaveOccurred())
+			repo, err := lab.FindRepo(wd)
+			Expect(err).NotTo(HaveOccurred())
+			file := filepath.Join(repo, "scenarios", "wan-latency.yaml")
+			sc, err := scenario.Load(file)
+			Expect(err).NotTo(HaveOccurred())
+			// As the namespace spec: 30 s, the kill at 10 s, a probe call per phone per second (the phones and the
+			// NFQUEUE delay lines share this race-built process).
+			sc.Duration, sc.Seed = 30*time.Second, 42
+			sc.Faults[0].At = 10 * time.Second
+			sc.Traffic.ProbeInterval = time.Second
+			Expect(sc.Validate()).To(Succeed())
+			dir := filepath.Join(GinkgoT().TempDir(), "run")
+			var out strings.Builder
+			o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, RepoDir: repo,
+				Backend: scenario.BackendCompose, Progress: 5 * time.Second, GracePeriod: 2 * time.Second},
+				scenario.WithOutput(&out),
+				scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+				scenario.WithReportBuilder(func(runDir string) (scenario.Metrics, error) { return report.Build(runDir) }))
+			GinkgoWriter.Println(out.String())
+			Expect(err).NotTo(HaveOccurred(), out.String())
+			Expect(o.Passed).To(BeTrue(), failedExpectations(o)+"\n"+out.String())
+
+			By("the lab applied the link in every container: 8 north nodes and 4 south ones, a delay and a loss each")
+			var links map[string]any
+			for _, e := range readJSONL[map[string]any](filepath.Join(dir, "events", "lab.jsonl")) {
+				Expect(e["kind"]).NotTo(Equal("links_not_applied"), "%v", e)
+				if e["kind"] == "links" {
+					links = e
+				}
+			}
+			Expect(links).NotTo(BeNil(), "a links event")
+			Expect(links["faults"]).To(BeEquivalentTo(2*(len(sc.Topology.SiteNodes("north"))+len(sc.Topology.SiteNodes("south")))))
+
+			By("seen by the BAC, not the injector: its probes to south's P-CSCFs take 2 × 20 ms (± 20 %) longer")
+			extra := siteRTTExtra(dir)
+			Expect(extra).To(BeNumerically(">=", 32), "the site link adds 20 ms each way to a probe's round trip")
+			Expect(extra).To(BeNumerically("<=", 48), "the site link adds 20 ms each way to a probe's round trip")
+		}, FlakeAttempts(2), NodeTimeout(8*time.Minute))
 })
 
 // failedExpectations lists the expectations a run missed, one per line, for the first line of a failure message.
