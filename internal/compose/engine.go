@@ -56,13 +56,29 @@ type APIError struct {
 func (e *APIError) Error() string { return fmt.Sprintf("docker engine: %d: %s", e.Status, e.Message) }
 
 func (e *Engine) do(ctx context.Context, method, path string, q url.Values, out any) error {
+	return e.doBody(ctx, method, path, q, nil, out)
+}
+
+// doBody is do with a JSON request body (nil: none).
+func (e *Engine) doBody(ctx context.Context, method, path string, q url.Values, in, out any) error {
 	u := e.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	var reqBody io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		reqBody = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, reqBody)
 	if err != nil {
 		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := e.hc.Do(req)
 	if err != nil {
@@ -177,6 +193,13 @@ func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error
 // Start starts a stopped container.
 func (e *Engine) Start(ctx context.Context, id string) error {
 	return e.do(ctx, http.MethodPost, "/containers/"+id+"/start", nil, nil)
+}
+
+// UpdateCPU sets a running container's CFS bandwidth (its cgroup's quota per period, in µs): quota -1 lifts the
+// limit. The engine applies it to the container's cgroup at once.
+func (e *Engine) UpdateCPU(ctx context.Context, id string, periodUs, quotaUs int64) error {
+	return e.doBody(ctx, http.MethodPost, "/containers/"+id+"/update", nil,
+		map[string]int64{"CpuPeriod": periodUs, "CpuQuota": quotaUs}, nil)
 }
 
 // Pause freezes every process of a container (cgroup freezer); Unpause thaws them.

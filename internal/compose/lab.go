@@ -65,6 +65,7 @@ type Lab struct {
 	capture    *exec.Cmd
 	up         bool
 	nets       map[string]*nodeNet // network faults by node, in the container's current namespace (netfaults.go)
+	slowed     map[string]bool     // nodes whose container Throttle slowed (cpu.go)
 }
 
 // Option configures optional collaborators.

@@ -199,3 +199,43 @@ func RemoveStaleCPUCgroups() []string {
 	}
 	return removed
 }
+
+// CPUQuota reads, from the kernel, the CFS bandwidth of the cpu cgroup pid is in: quota and period in µs (quota
+// -1: no limit). It reads the cgroup v1 cpu controller's cpu.cfs_quota_us and cpu.cfs_period_us when pid has one,
+// else the cgroup v2 cpu.max of its unified cgroup under /sys/fs/cgroup. The compose backend uses it to check,
+// beside the engine's word, what a container's processes are given.
+func CPUQuota(pid int) (quotaUs, periodUs int, err error) {
+	if cg, err := cpuCgroupOf(pid); err == nil {
+		dir := filepath.Join(CPUCgroupRoot, cg)
+		if quotaUs, err = readInt(filepath.Join(dir, "cpu.cfs_quota_us")); err != nil {
+			return 0, 0, err
+		}
+		periodUs, err = readInt(filepath.Join(dir, "cpu.cfs_period_us"))
+		return quotaUs, periodUs, err
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("cgroup of pid %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if cg, ok := strings.CutPrefix(line, "0::"); ok {
+			max, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", cg, "cpu.max"))
+			if err != nil {
+				return 0, 0, fmt.Errorf("cgroup v2 cpu.max of pid %d: %w", pid, err)
+			}
+			f := strings.Fields(string(max)) // "max 100000" or "5000 100000"
+			if len(f) != 2 {
+				return 0, 0, fmt.Errorf("cgroup v2 cpu.max of pid %d: %q", pid, max)
+			}
+			if periodUs, err = strconv.Atoi(f[1]); err != nil {
+				return 0, 0, fmt.Errorf("cgroup v2 cpu.max of pid %d: %q", pid, max)
+			}
+			if f[0] == "max" {
+				return -1, periodUs, nil
+			}
+			quotaUs, err = strconv.Atoi(f[0])
+			return quotaUs, periodUs, err
+		}
+	}
+	return 0, 0, fmt.Errorf("cgroup of pid %d: %w", pid, ErrNoCPUCgroup)
+}

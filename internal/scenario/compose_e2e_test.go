@@ -162,13 +162,50 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 				}
 			}
 			Expect(links).NotTo(BeNil(), "a links event")
-			Expect(links["faults"]).To(BeEquivalentTo(2*(len(sc.Topology.SiteNodes("north"))+len(sc.Topology.SiteNodes("south")))))
+			Expect(links["faults"]).To(BeEquivalentTo(2 * (len(sc.Topology.SiteNodes("north")) + len(sc.Topology.SiteNodes("south")))))
 
 			By("seen by the BAC, not the injector: its probes to south's P-CSCFs take 2 × 20 ms (± 20 %) longer")
 			extra := siteRTTExtra(dir)
 			Expect(extra).To(BeNumerically(">=", 32), "the site link adds 20 ms each way to a probe's round trip")
 			Expect(extra).To(BeNumerically("<=", 48), "the site link adds 20 ms each way to a probe's round trip")
 		}, FlakeAttempts(2), NodeTimeout(8*time.Minute))
+
+	It("runs gray-pcscf against containers: pcscf1's container given 5 % of a CPU through the engine, read back from the kernel",
+		func(ctx SpecContext) {
+			testutil.RequireDocker(ctx)
+			wd, err := os.Getwd()
+			Expect(err).NotTo(HaveOccurred())
+			repo, err := lab.FindRepo(wd)
+			Expect(err).NotTo(HaveOccurred())
+			file := filepath.Join(repo, "scenarios", "gray-pcscf.yaml")
+			sc, err := scenario.Load(file)
+			Expect(err).NotTo(HaveOccurred())
+			shorten(sc, freeBlock(11))
+			dir := filepath.Join(GinkgoT().TempDir(), "run")
+			var out strings.Builder
+			o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, RepoDir: repo,
+				Backend: scenario.BackendCompose, Progress: 5 * time.Second, GracePeriod: 2 * time.Second},
+				scenario.WithOutput(&out),
+				scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+				scenario.WithReportBuilder(func(runDir string) (scenario.Metrics, error) { return report.Build(runDir) }))
+			GinkgoWriter.Println(out.String())
+			Expect(err).NotTo(HaveOccurred(), out.String())
+			// The starvation is seen by the phones (the shipped expectations: affected users' setup p95 at least
+			// twice the others', 95 % of their calls still answered) and the quota by the kernel.
+			Expect(o.Passed).To(BeTrue(), failedExpectations(o)+"\n"+out.String())
+			var quota []int
+			removed := false
+			for _, e := range readJSONL[map[string]any](filepath.Join(dir, "events", "lab.jsonl")) {
+				switch e["kind"] {
+				case "cpu_limit":
+					quota = append(quota, int(e["cpu_cfs_quota_us"].(float64)), int(e["cpu_cfs_period_us"].(float64)))
+				case "cpu_limit_removed":
+					removed = true
+				}
+			}
+			Expect(quota).To(Equal([]int{5000, 100000}), "5 %% of the CFS period, read back from the container's cgroup")
+			Expect(removed).To(BeTrue(), "healed: the kernel shows no quota")
+		}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
 })
 
 // failedExpectations lists the expectations a run missed, one per line, for the first line of a failure message.

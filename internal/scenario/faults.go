@@ -285,9 +285,9 @@ var faultKinds = map[string]FaultKind{
 	},
 	"slow": {
 		Name: "slow",
-		Doc: "gray failure: the node's process put in a cgroup v1 cpu cgroup with cpu.cfs_quota_us = cpu_percent % " +
-			"of cpu.cfs_period_us, so it stays alive but answers late; with for, moved back and the cgroup removed " +
-			"(local backend, root, cgroup v1 cpu controller)",
+		Doc: "gray failure: the node gets cpu_percent % of one CPU (a CFS quota of its cgroup), so it stays alive " +
+			"but answers late; with for, the limit is lifted. Local backend: its process moved into a cgroup v1 cpu " +
+			"cgroup of its own (root); compose: its container's quota set through the engine (docker update)",
 		Inject: func(_ context.Context, l Lab, f Fault, n string) error {
 			t, ok := l.(Throttler)
 			if !ok {
@@ -329,7 +329,7 @@ func init() {
 // ErrUnsupported is a fault the backend cannot carry out.
 var ErrUnsupported = errors.New("fault not supported")
 
-// Throttler limits a node's CPU (the local lab: cgroup v1 cpu controller). Throttle records the applied quota
+// Throttler limits a node's CPU (the local lab: cgroup v1 cpu controller; compose: the container's quota). Throttle records the applied quota
 // in the lab's events.
 type Throttler interface {
 	Throttle(node string, cpuPercent int) error
