@@ -4,17 +4,22 @@
 #
 #   scripts/issue11-results.sh              print the table from the committed summaries
 #   scripts/issue11-results.sh --run        run each scenario first (seed 42, local backend, as root for
-#                                           gray-pcscf; about 10 minutes) and commit-ready copy its summary
+#                                           gray-pcscf; compose/<name>: the compose backend, Docker; about 20
+#                                           minutes) and commit-ready copy its summary
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=docs/results/issue11
-scenarios=(hss-outage failback-pcscf dns-outage site-loss flapping-scscf gray-pcscf)
+scenarios=(hss-outage failback-pcscf dns-outage site-loss flapping-scscf gray-pcscf
+  compose/hss-outage compose/site-loss compose/gray-pcscf)
 if [[ "${1:-}" == "--run" ]]; then
+  go build -o runs/imslab-proc ./cmd/imslab
   for s in "${scenarios[@]}"; do
-    rm -rf "runs/issue11-$s" # a run directory is appended to: start from nothing
-    go run ./cmd/imslab run "scenarios/$s.yaml" --seed 42 --out "runs/issue11-$s" >/dev/null || true
+    name=${s#compose/} backend=() out="runs/issue11-${s//\//-}"
+    [[ "$s" == compose/* ]] && backend=(--backend compose)
+    rm -rf "$out" # a run directory is appended to: start from nothing
+    runs/imslab-proc run "scenarios/$name.yaml" "${backend[@]}" --seed 42 --out "$out" >/dev/null || true
     mkdir -p "$dir/$s"
-    cp "runs/issue11-$s/summary.json" "runs/issue11-$s/expectations.json" "$dir/$s/"
+    cp "$out/summary.json" "$out/expectations.json" "$dir/$s/"
   done
 fi
 echo "| scenario | fault (instant, heal) | affected users | calls during the fault: answered in it / all | after the heal: answered / all | MO / MT affected users served before re-registration | interruption p50 / max MO, MT (s) | time to detect (s) | expectations held |"
