@@ -70,8 +70,12 @@ func (e *Engine) listLabelled(ctx context.Context, what, label string) ([]labell
 	if what == "containers" {
 		q.Set("all", "1")
 	}
+	path := "/containers/json" // the engine lists networks at /networks, containers at /containers/json
+	if what == "networks" {
+		path = "/networks"
+	}
 	var out []labelled
-	if err := e.do(ctx, http.MethodGet, "/"+what+"/json", q, &out); err != nil {
+	if err := e.do(ctx, http.MethodGet, path, q, &out); err != nil {
 		return nil, err
 	}
 	if what == "networks" {

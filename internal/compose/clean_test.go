@@ -46,11 +46,11 @@ func (f *fakeEngine) handle(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case p == "_ping":
 		_, _ = w.Write([]byte("OK"))
-	case r.Method == http.MethodGet && (p == "containers/json" || p == "networks/json"):
+	case r.Method == http.MethodGet && (p == "containers/json" || p == "networks"):
 		var filt map[string][]string
 		_ = json.Unmarshal([]byte(r.URL.Query().Get("filters")), &filt)
 		list := f.containers
-		if p == "networks/json" {
+		if p == "networks" {
 			list = f.networks
 		}
 		out := []map[string]any{}
