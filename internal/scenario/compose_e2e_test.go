@@ -136,11 +136,14 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 			file := filepath.Join(repo, "scenarios", "wan-latency.yaml")
 			sc, err := scenario.Load(file)
 			Expect(err).NotTo(HaveOccurred())
-			// As the namespace spec: 30 s, the kill at 10 s, a probe call per phone per second (the phones and the
-			// NFQUEUE delay lines share this race-built process).
+			// 30 s, the kill at 10 s, as the namespace spec, and a quarter of its load: 20 phones, a probe call each
+			// every 2 s. With 40 phones every second, on this 2-core machine, the containers, the engine's health
+			// checks, the race-built phones and the twelve NFQUEUE delay lines together left the BAC behind: its
+			// core socket's receive buffer (208 KiB) overflowed (hundreds of drops in `ss -uam`), calls failed more
+			// and more after 20 s, with or without the kill; the same run without the link passed (docs/compose.md).
 			sc.Duration, sc.Seed = 30*time.Second, 42
 			sc.Faults[0].At = 10 * time.Second
-			sc.Traffic.ProbeInterval = time.Second
+			sc.Traffic.Phones, sc.Traffic.ProbeInterval = 20, 2*time.Second
 			Expect(sc.Validate()).To(Succeed())
 			dir := filepath.Join(GinkgoT().TempDir(), "run")
 			var out strings.Builder
@@ -181,6 +184,10 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 			sc, err := scenario.Load(file)
 			Expect(err).NotTo(HaveOccurred())
 			shorten(sc, freeBlock(11))
+			// A quarter of the shipped load (15 phones, a probe call each per second): at 30 phones every 0.5 s the
+			// containers on this 2-core machine set calls up in 3.4 s at p95 with no fault at all, so the
+			// starvation's slower setups could not stand out (the first expectation compares the two).
+			sc.Traffic.Phones, sc.Traffic.ProbeInterval = 15, time.Second
 			dir := filepath.Join(GinkgoT().TempDir(), "run")
 			var out strings.Builder
 			o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, RepoDir: repo,
