@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=docs/results/issue11
-runs=(partition-bac-pcscf:42 partition-bac-pcscf:43 partition-bac-pcscf:44 loss-pcscf:42 wan-latency:42
+runs=(partition-bac-pcscf:42 partition-bac-pcscf:43 partition-bac-pcscf:44 loss-pcscf:42 wan-latency:42 compose/loss-pcscf:42 compose/wan-latency:42
   compose/partition-bac-pcscf:42)   # compose/…: the compose backend (Docker), the rest --netns
 if [[ "${1:-}" == "--run" ]]; then
   go build -o runs/imslab-net ./cmd/imslab
