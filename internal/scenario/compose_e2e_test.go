@@ -1,6 +1,7 @@
 package scenario_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -97,25 +98,7 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 
 	It("runs partition-bac-pcscf against containers: the partition entered into pcscf1's container, the same expectations",
 		func(ctx SpecContext) {
-			testutil.RequireDocker(ctx)
-			wd, err := os.Getwd()
-			Expect(err).NotTo(HaveOccurred())
-			repo, err := lab.FindRepo(wd)
-			Expect(err).NotTo(HaveOccurred())
-			file := filepath.Join(repo, "scenarios", "partition-bac-pcscf.yaml")
-			sc, err := scenario.Load(file)
-			Expect(err).NotTo(HaveOccurred())
-			shorten(sc, freeBlock(12))
-			dir := filepath.Join(GinkgoT().TempDir(), "run")
-			var out strings.Builder
-			o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, RepoDir: repo,
-				Backend: scenario.BackendCompose, Progress: 4 * time.Second, GracePeriod: 2 * time.Second},
-				scenario.WithOutput(&out),
-				scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-				scenario.WithReportBuilder(func(runDir string) (scenario.Metrics, error) { return report.Build(runDir) }))
-			GinkgoWriter.Println(out.String())
-			Expect(err).NotTo(HaveOccurred(), out.String())
-			Expect(o.Passed).To(BeTrue(), failedExpectations(o)+"\n"+out.String())
+			dir, _ := runCompose(ctx, "partition-bac-pcscf", func(sc *scenario.Scenario) { shorten(sc, freeBlock(12)) })
 
 			// Seen by the BAC, not the injector: its probes to pcscf1 timed out while pcscf1 kept running.
 			b, err := os.ReadFile(filepath.Join(dir, "events", "bac.jsonl"))
@@ -128,33 +111,16 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 
 	It("runs wan-latency against containers: the site link's delay and loss entered into every container's namespace",
 		func(ctx SpecContext) {
-			testutil.RequireDocker(ctx)
-			wd, err := os.Getwd()
-			Expect(err).NotTo(HaveOccurred())
-			repo, err := lab.FindRepo(wd)
-			Expect(err).NotTo(HaveOccurred())
-			file := filepath.Join(repo, "scenarios", "wan-latency.yaml")
-			sc, err := scenario.Load(file)
-			Expect(err).NotTo(HaveOccurred())
-			// 30 s, the kill at 10 s, as the namespace spec, and a quarter of its load: 20 phones, a probe call each
-			// every 2 s. With 40 phones every second, on this 2-core machine, the containers, the engine's health
-			// checks, the race-built phones and the twelve NFQUEUE delay lines together left the BAC behind: its
-			// core socket's receive buffer (208 KiB) overflowed (hundreds of drops in `ss -uam`), calls failed more
-			// and more after 20 s, with or without the kill; the same run without the link passed (docs/compose.md).
-			sc.Duration, sc.Seed = 30*time.Second, 42
-			sc.Faults[0].At = 10 * time.Second
-			sc.Traffic.Phones, sc.Traffic.ProbeInterval = 20, 2*time.Second
-			Expect(sc.Validate()).To(Succeed())
-			dir := filepath.Join(GinkgoT().TempDir(), "run")
-			var out strings.Builder
-			o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, RepoDir: repo,
-				Backend: scenario.BackendCompose, Progress: 5 * time.Second, GracePeriod: 2 * time.Second},
-				scenario.WithOutput(&out),
-				scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-				scenario.WithReportBuilder(func(runDir string) (scenario.Metrics, error) { return report.Build(runDir) }))
-			GinkgoWriter.Println(out.String())
-			Expect(err).NotTo(HaveOccurred(), out.String())
-			Expect(o.Passed).To(BeTrue(), failedExpectations(o)+"\n"+out.String())
+			dir, sc := runCompose(ctx, "wan-latency", func(sc *scenario.Scenario) {
+				// 30 s, the kill at 10 s, as the namespace spec, and a quarter of its load: 20 phones, a probe call each
+				// every 2 s. With 40 phones every second, on this 2-core machine, the containers, the engine's health
+				// checks, the race-built phones and the twelve NFQUEUE delay lines together left the BAC behind: its
+				// core socket's receive buffer (208 KiB) overflowed (hundreds of drops in `ss -uam`), calls failed more
+				// and more after 20 s, with or without the kill; the same run without the link passed (docs/compose.md).
+				sc.Duration, sc.Seed = 30*time.Second, 42
+				sc.Faults[0].At = 10 * time.Second
+				sc.Traffic.Phones, sc.Traffic.ProbeInterval = 20, 2*time.Second
+			})
 
 			By("the lab applied the link in every container: 8 north nodes and 4 south ones, a delay and a loss each")
 			var links map[string]any
@@ -176,31 +142,15 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 
 	It("runs gray-pcscf against containers: pcscf1's container given 5 % of a CPU through the engine, read back from the kernel",
 		func(ctx SpecContext) {
-			testutil.RequireDocker(ctx)
-			wd, err := os.Getwd()
-			Expect(err).NotTo(HaveOccurred())
-			repo, err := lab.FindRepo(wd)
-			Expect(err).NotTo(HaveOccurred())
-			file := filepath.Join(repo, "scenarios", "gray-pcscf.yaml")
-			sc, err := scenario.Load(file)
-			Expect(err).NotTo(HaveOccurred())
-			shorten(sc, freeBlock(11))
-			// A quarter of the shipped load (15 phones, a probe call each per second): at 30 phones every 0.5 s the
-			// containers on this 2-core machine set calls up in 3.4 s at p95 with no fault at all, so the
-			// starvation's slower setups could not stand out (the first expectation compares the two).
-			sc.Traffic.Phones, sc.Traffic.ProbeInterval = 15, time.Second
-			dir := filepath.Join(GinkgoT().TempDir(), "run")
-			var out strings.Builder
-			o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, RepoDir: repo,
-				Backend: scenario.BackendCompose, Progress: 5 * time.Second, GracePeriod: 2 * time.Second},
-				scenario.WithOutput(&out),
-				scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-				scenario.WithReportBuilder(func(runDir string) (scenario.Metrics, error) { return report.Build(runDir) }))
-			GinkgoWriter.Println(out.String())
-			Expect(err).NotTo(HaveOccurred(), out.String())
 			// The starvation is seen by the phones (the shipped expectations: affected users' setup p95 at least
 			// twice the others', 95 % of their calls still answered) and the quota by the kernel.
-			Expect(o.Passed).To(BeTrue(), failedExpectations(o)+"\n"+out.String())
+			dir, _ := runCompose(ctx, "gray-pcscf", func(sc *scenario.Scenario) {
+				shorten(sc, freeBlock(11))
+				// A quarter of the shipped load (15 phones, a probe call each per second): at 30 phones every 0.5 s
+				// the containers on this 2-core machine set calls up in 3.4 s at p95 with no fault at all, so the
+				// starvation's slower setups could not stand out (the first expectation compares the two).
+				sc.Traffic.Phones, sc.Traffic.ProbeInterval = 15, time.Second
+			})
 			var quota []int
 			removed := false
 			for _, e := range readJSONL[map[string]any](filepath.Join(dir, "events", "lab.jsonl")) {
@@ -215,6 +165,33 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 			Expect(removed).To(BeTrue(), "healed: the kernel shows no quota")
 		}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
 })
+
+// runCompose runs scenarios/<name>.yaml, changed by edit, against a compose lab of containers, and expects it to
+// pass its expectations. It returns the run directory and the scenario as run.
+func runCompose(ctx context.Context, name string, edit func(*scenario.Scenario)) (string, *scenario.Scenario) {
+	GinkgoHelper()
+	testutil.RequireDocker(ctx)
+	wd, err := os.Getwd()
+	Expect(err).NotTo(HaveOccurred())
+	repo, err := lab.FindRepo(wd)
+	Expect(err).NotTo(HaveOccurred())
+	file := filepath.Join(repo, "scenarios", name+".yaml")
+	sc, err := scenario.Load(file)
+	Expect(err).NotTo(HaveOccurred())
+	edit(sc)
+	Expect(sc.Validate()).To(Succeed())
+	dir := filepath.Join(GinkgoT().TempDir(), "run")
+	var out strings.Builder
+	o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, RepoDir: repo,
+		Backend: scenario.BackendCompose, Progress: 5 * time.Second, GracePeriod: 2 * time.Second},
+		scenario.WithOutput(&out),
+		scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		scenario.WithReportBuilder(func(runDir string) (scenario.Metrics, error) { return report.Build(runDir) }))
+	GinkgoWriter.Println(out.String())
+	Expect(err).NotTo(HaveOccurred(), out.String())
+	Expect(o.Passed).To(BeTrue(), failedExpectations(o)+"\n"+out.String())
+	return dir, sc
+}
 
 // failedExpectations lists the expectations a run missed, one per line, for the first line of a failure message.
 func failedExpectations(o *scenario.Outcome) string {
