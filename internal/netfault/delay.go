@@ -86,7 +86,7 @@ type delayObj struct {
 	mu      sync.Mutex
 	mech    string // "" (not decided), "netem", "queue"
 	qdisc   *ourQdisc
-	line    *delayLine
+	line    *lineProc
 	queue   uint16 // the queue of the last delay line (present looks for it)
 	refused bool   // the last apply met another fault's rules: remove leaves them
 }

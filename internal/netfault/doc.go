@@ -46,15 +46,17 @@
 // rules in the namespace's mangle table (OUTPUT for Out, PREROUTING for In,
 // comment imslab_fault_delay_<hash>, --queue-bypass) send the matching
 // packets to an NFQUEUE of the fault's own (numbers from 17000 up), and a
-// goroutine holding a netfilter netlink socket opened inside the namespace
+// consumer holding a netfilter netlink socket opened inside the namespace
 // (NewAt's namespace file, entered with setns on a locked thread) keeps each
 // packet in the kernel for Delay ± a uniform Jitter and then accepts it. Only
 // metadata crosses to user space (copy mode META). The queue holds 10000
 // packets and is fail-open: what it cannot hold, and everything once the
 // consumer is gone, passes undelayed rather than being dropped. The consumer's
 // wake-up latency adds to every delay and it bounds the packet rate; the
-// figures are in docs/faults.md. The delay line lives in the process that
-// applied it.
+// figures are in docs/faults.md. The consumer runs in a child process of the
+// applying program (the same executable started again, see lineproc.go), so
+// the applying process's own load does not delay it; it ends with the heal,
+// or with the applying process.
 //
 // iptables-nft creates `table ip mangle` (and ip6) with base chains on first
 // use; Heal deletes the chains and the table again once they hold no rule,

@@ -65,10 +65,10 @@ type delayLine struct {
 	done                     chan struct{}
 }
 
-// startDelayLine opens a netfilter netlink socket inside the namespace behind
+// startLocalDelayLine opens, in this process, a netfilter netlink socket inside the namespace behind
 // nsPath, binds a free queue number (trying the next ones when another
 // socket owns a number) and starts reading.
-func startDelayLine(nsPath string, delay, jitter time.Duration) (*delayLine, error) {
+func startLocalDelayLine(nsPath string, delay, jitter time.Duration) (*delayLine, error) {
 	nsf, err := os.Open(nsPath)
 	if err != nil {
 		return nil, fmt.Errorf("delay line: namespace: %w", err)
