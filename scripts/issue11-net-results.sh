@@ -6,14 +6,18 @@
 #   scripts/issue11-net-results.sh --run    run each scenario first, as root, with every node in its own network
 #                                           namespace (--netns): partition-bac-pcscf with seeds 42, 43 and 44,
 #                                           loss-pcscf and wan-latency with seed 42 (about 7 minutes), and copy the summaries
+#   scripts/issue11-net-results.sh --run compose/wan-latency:42 …   run only those (scenario:seed, as in runs below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=docs/results/issue11
 runs=(partition-bac-pcscf:42 partition-bac-pcscf:43 partition-bac-pcscf:44 loss-pcscf:42 wan-latency:42 compose/loss-pcscf:42 compose/wan-latency:42
   compose/partition-bac-pcscf:42)   # compose/…: the compose backend (Docker), the rest --netns
 if [[ "${1:-}" == "--run" ]]; then
+  shift
+  todo=("${runs[@]}")
+  [[ $# -gt 0 ]] && todo=("$@") # --run compose/wan-latency:42 …: only those
   go build -o runs/imslab-net ./cmd/imslab
-  for r in "${runs[@]}"; do
+  for r in "${todo[@]}"; do
     s=${r%%:*} seed=${r##*:}
     name=${s#compose/} backend=(--netns) out="runs/issue11-${s//\//-}-seed$seed"
     [[ "$s" == compose/* ]] && backend=(--backend compose)

@@ -6,14 +6,18 @@
 #   scripts/issue11-results.sh --run        run each scenario first (seed 42, local backend, as root for
 #                                           gray-pcscf; compose/<name>: the compose backend, Docker; about 20
 #                                           minutes) and commit-ready copy its summary
+#   scripts/issue11-results.sh --run compose/site-loss …   run only those
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=docs/results/issue11
 scenarios=(hss-outage failback-pcscf dns-outage site-loss flapping-scscf gray-pcscf
   compose/hss-outage compose/site-loss compose/gray-pcscf)
 if [[ "${1:-}" == "--run" ]]; then
+  shift
+  todo=("${scenarios[@]}")
+  [[ $# -gt 0 ]] && todo=("$@") # --run compose/site-loss …: only those
   go build -o runs/imslab-proc ./cmd/imslab
-  for s in "${scenarios[@]}"; do
+  for s in "${todo[@]}"; do
     name=${s#compose/} backend=() out="runs/issue11-${s//\//-}"
     [[ "$s" == compose/* ]] && backend=(--backend compose)
     rm -rf "$out" # a run directory is appended to: start from nothing
