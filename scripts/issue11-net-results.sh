@@ -22,15 +22,23 @@ if [[ "${1:-}" == "--run" ]]; then
     name=${s#compose/} backend=(--netns) out="runs/issue11-${s//\//-}-seed$seed"
     [[ "$s" == compose/* ]] && backend=(--backend compose)
     rm -rf "$out" # a run directory is appended to: start from nothing
-    runs/imslab-net run "scenarios/$name.yaml" "${backend[@]}" --seed "$seed" --out "$out" >/dev/null || true
-    mkdir -p "$dir/$s-seed$seed"
-    cp "$out/summary.json" "$out/expectations.json" "$dir/$s-seed$seed/"
+    err=$(runs/imslab-net run "scenarios/$name.yaml" "${backend[@]}" --seed "$seed" --out "$out" 2>&1 >/dev/null) || true
+    rm -rf "${dir:?}/$s-seed$seed" && mkdir -p "$dir/$s-seed$seed"
+    if [[ -f "$out/summary.json" ]]; then
+      cp "$out/summary.json" "$out/expectations.json" "$dir/$s-seed$seed/"
+    else # the run did not finish: its error, not an older run's figures
+      printf '%s\n' "$err" | head -n 1 > "$dir/$s-seed$seed/error.txt"
+    fi
   done
 fi
 echo "| scenario (seed) | fault (instant, heal) | affected users | calls during the fault: answered in it / all | after the heal: answered / all | all calls: answered / all | MO / MT affected users served before re-registration | interruption p50 / p95 / max MO, MT (s) | time to detect (s) | expectations held |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for r in "${runs[@]}"; do
   s=${r%%:*} seed=${r##*:}
+  if [[ -f "$dir/$s-seed$seed/error.txt" ]]; then
+    echo "| $s ($seed) | the run did not finish: $(cat "$dir/$s-seed$seed/error.txt") |||||||||"
+    continue
+  fi
   jq -r -n --slurpfile m "$dir/$s-seed$seed/summary.json" --slurpfile e "$dir/$s-seed$seed/expectations.json" \
     --arg s "$s ($seed)" '
     def r: if . == null then "–" else ((. * 100 | round) / 100 | tostring) end;

@@ -21,14 +21,22 @@ if [[ "${1:-}" == "--run" ]]; then
     name=${s#compose/} backend=() out="runs/issue11-${s//\//-}"
     [[ "$s" == compose/* ]] && backend=(--backend compose)
     rm -rf "$out" # a run directory is appended to: start from nothing
-    runs/imslab-proc run "scenarios/$name.yaml" "${backend[@]}" --seed 42 --out "$out" >/dev/null || true
-    mkdir -p "$dir/$s"
-    cp "$out/summary.json" "$out/expectations.json" "$dir/$s/"
+    err=$(runs/imslab-proc run "scenarios/$name.yaml" "${backend[@]}" --seed 42 --out "$out" 2>&1 >/dev/null) || true
+    rm -rf "${dir:?}/$s" && mkdir -p "$dir/$s"
+    if [[ -f "$out/summary.json" ]]; then
+      cp "$out/summary.json" "$out/expectations.json" "$dir/$s/"
+    else # the run did not finish: its error, not an older run's figures
+      printf '%s\n' "$err" | head -n 1 > "$dir/$s/error.txt"
+    fi
   done
 fi
 echo "| scenario | fault (instant, heal) | affected users | calls during the fault: answered in it / all | after the heal: answered / all | MO / MT affected users served before re-registration | interruption p50 / max MO, MT (s) | time to detect (s) | expectations held |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for s in "${scenarios[@]}"; do
+  if [[ -f "$dir/$s/error.txt" ]]; then
+    echo "| $s | the run did not finish: $(cat "$dir/$s/error.txt") ||||||||"
+    continue
+  fi
   jq -r -n --slurpfile m "$dir/$s/summary.json" --slurpfile e "$dir/$s/expectations.json" --arg s "$s" '
     def r: if . == null then "–" else ((. * 100 | round) / 100 | tostring) end;
     def w(x): if x == null then "–" else "\(x.answered_in_window // x.answered) / \(x.calls)" end;
