@@ -30,12 +30,13 @@ import (
 //     destinations;
 //   - otherwise the NFQUEUE delay line: iptables-nft rules in the mangle
 //     table (OUTPUT for Out, PREROUTING for In) send matching packets to a
-//     queue of their own, and a goroutine of this process holds each packet
-//     in the kernel for its delay and then accepts it. It needs the
-//     namespace's file (NewAt), the iptables-nft binary and a kernel with
-//     the xt NFQUEUE target. The delay line lives in the process that
-//     applied it: when that process dies, packets pass undelayed (the rules
-//     are --queue-bypass) until Clean or a Heal removes the rules.
+//     queue of their own, and a child process of this program (its own
+//     executable started again, lineproc.go) holds each packet in the
+//     kernel for its delay and then accepts it. It needs the namespace's
+//     file (NewAt), the iptables-nft binary and a kernel with the xt
+//     NFQUEUE target. The child ends with the process that applied the
+//     delay: then packets pass undelayed (the rules are --queue-bypass)
+//     until Clean or a Heal removes the rules.
 type Delay struct {
 	Device    string
 	Delay     time.Duration

@@ -135,7 +135,9 @@ func startDelayLine(nsPath string, delay, jitter time.Duration) (*lineProc, erro
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envDelayLine+"="+string(arg))
+	// One P: the child has one busy goroutine (the consumer, on its locked thread) and an idle reader of its stdin;
+	// more Ps only add scheduler threads that wake and spin with every packet.
+	cmd.Env = append(os.Environ(), envDelayLine+"="+string(arg), "GOMAXPROCS=1")
 	cmd.Stderr = os.Stderr
 	// Its own process group: a terminal's signals go to the parent, which heals in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
