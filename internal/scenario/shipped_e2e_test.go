@@ -586,7 +586,7 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 	passesWithTakeover := func(r func() *shippedRun, watcher string) {
 		It("passes its expectations, and the pool took over the affected users' calls", func() {
 			s := r()
-			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), s.output)
+			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), "%s", s.output)
 			Expect(s.metric("affected_users")).To(BeNumerically(">", 0))
 			for _, d := range []string{"mo", "mt"} {
 				Expect(s.metric(d+".taken_over_before_reregistration")).To(BeNumerically(">=", 0.99), d)
@@ -602,7 +602,7 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 		r := run("baseline")
 		It("passes its expectations, with no failed call and no failed registration", func() {
 			s := r()
-			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), s.output)
+			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), "%s", s.output)
 			Expect(s.metric("calls.total")).To(BeNumerically(">", 0))
 			Expect(s.metric("calls.failed")).To(BeZero(), "failed calls by cause: %v", s.sum.Calls.ByCause)
 			Expect(s.metric("registrations.failed")).To(BeZero(), "failed registrations by cause: %v", s.sum.Registrations.ByCause)
@@ -812,7 +812,7 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 		r := run("gray-pcscf")
 		It("passes its expectations: pcscf1 starved but alive, its users served late, and the cgroup is gone", func() {
 			s := r()
-			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), s.output)
+			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), "%s", s.output)
 			var quota []int
 			for _, e := range readJSONL[map[string]any](filepath.Join(s.dir, "events", "lab.jsonl")) {
 				if e["kind"] == "cpu_limit" {
@@ -836,7 +836,7 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 		r := run("hss-outage")
 		It("passes its expectations as shipped", func() {
 			s := r()
-			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), s.output)
+			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), "%s", s.output)
 		})
 
 		It("the HSS process died and came back on its data: no Cx answer while it was gone, answers again after, "+
@@ -1005,7 +1005,7 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 		r := run("dns-outage")
 		It("passes its expectations as shipped", func() {
 			s := r()
-			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), s.output)
+			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), "%s", s.output)
 		})
 
 		It("dnsd's process was gone and it answered nothing, while the nodes served stale answers and calls "+
