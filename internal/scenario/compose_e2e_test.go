@@ -180,11 +180,17 @@ func runCompose(ctx context.Context, name string, edit func(*scenario.Scenario))
 	Expect(err).NotTo(HaveOccurred())
 	edit(sc)
 	Expect(sc.Validate()).To(Succeed())
-	dir := filepath.Join(GinkgoT().TempDir(), "run")
-	if keep := os.Getenv("IMSLAB_KEEP_RUNS"); keep != "" {
-		// The run directory kept for a look after the spec (it holds the nodes' logs and the capture).
-		dir = filepath.Join(keep, fmt.Sprintf("%s-%d", name, time.Now().Unix()))
-	}
+	// As the shipped specs: the run directory (the nodes' logs, the capture) is kept when the spec fails.
+	top, err := os.MkdirTemp("", "compose-"+name+"-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		if CurrentSpecReport().Failed() {
+			AddReportEntry("run directory (kept)", filepath.Join(top, "run"))
+			return
+		}
+		Expect(os.RemoveAll(top)).To(Succeed())
+	})
+	dir := filepath.Join(top, "run")
 	var out strings.Builder
 	o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, RepoDir: repo,
 		Backend: scenario.BackendCompose, Progress: 5 * time.Second, GracePeriod: 2 * time.Second},
