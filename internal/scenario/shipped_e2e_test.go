@@ -551,8 +551,14 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 	var binDir string
 	BeforeAll(func(ctx SpecContext) { binDir = buildNodes(ctx) }, NodeTimeout(5*time.Minute))
 
-	// runFor runs scenarios/<name>.yaml once, shortened to d, for the specs of the enclosing container. Its run
+	// runFor runs scenarios/<name>.yaml, shortened to d, for the specs of the enclosing container. Its run
 	// directory is removed afterwards unless a spec failed; then it is kept and named in the report.
+	//
+	// A run whose own expectations fail is run once more (the same file; a seed of 0 draws a new one), and the specs
+	// check the second run: on this 2-core machine a CPU-bound scenario (gray-pcscf starves a P-CSCF to 5 % of a
+	// CPU) misses a 95 % bound by a few calls in about one CI run of ten, and a spec cannot retry a scenario its
+	// BeforeAll ran (FlakeAttempts would check the same outcome again). The report names the first run and prints
+	// its failed expectations; both runs' directories are kept when a spec fails on the second.
 	runFor := func(name string, d time.Duration) func() *shippedRun {
 		var (
 			r      *shippedRun
@@ -569,11 +575,19 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 				}
 			})
 			r = runShipped(ctx, name, binDir, dir, d)
-		}, NodeTimeout(4*time.Minute))
+			if scenario.ExitCode(r.outcome, nil) != scenario.ExitPassed {
+				first := r.dir
+				AddReportEntry("first run failed its expectations; run again (directory kept)", first+"\n"+r.output)
+				GinkgoWriter.Printf("%s: the first run failed its expectations (%s); running it once more\n", name, first)
+				again := filepath.Join(dir, "second")
+				Expect(os.MkdirAll(again, 0o755)).To(Succeed())
+				r = runShipped(ctx, name, binDir, again, d)
+			}
+		}, NodeTimeout(6*time.Minute))
 		AfterEach(func() {
 			if CurrentSpecReport().Failed() {
 				failed = true
-				AddReportEntry("run directory (kept)", filepath.Join(dir, "run"))
+				AddReportEntry("run directory (kept)", r.dir)
 			}
 		})
 		return func() *shippedRun { return r }
