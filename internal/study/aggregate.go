@@ -115,6 +115,72 @@ var survivalKPIs = []struct {
 
 func fp(x float64) *float64 { return &x }
 
+// table1KPIs are per-run values of the study's Table 1 redundancy and data-sync rows, from summary.json's
+// member_load and signalling (docs/report.md). The takeover's Cx cost is not among them: summary.json counts Cx
+// per affected user with the reachability probes' calls in it (every 250 ms to a user not restored yet), so under
+// a scheme that does not restore the users it measures the probes, not the scheme; the compare scenarios, where
+// every user is called alike, measure it (docs/results.md).
+var table1KPIs = []struct {
+	name, unit, doc string
+	val             func(*report.Summary) *float64
+}{
+	{"peak_load_ratio", "ratio", "SIP requests/s of the faulted pool's busiest survivor after the takeover over " +
+		"the mean of its active members before the fault (member_load.pools.*.peak_load_ratio: the headroom a " +
+		"member needs; absent when a member received under 1 request/s before the fault, OPTIONS and " +
+		"reachability probes excepted)",
+		func(s *report.Summary) *float64 {
+			if p := faultedPool(s); p != nil {
+				return p.PeakLoadRatio
+			}
+			return nil
+		}},
+	{"cpu_peak_ratio", "ratio", "the same in CPU seconds per second (member_load.pools.*.cpu_peak_ratio; the " +
+		"reachability probes' work included)",
+		func(s *report.Summary) *float64 {
+			if p := faultedPool(s); p != nil {
+				return p.CPUPeakRatio
+			}
+			return nil
+		}},
+	{"repl_msgs_per_s", "msgs/s", "state-replication messages per second between pool members over the whole run " +
+		"(its registrations, calls and end-of-run de-registrations; signalling.repl_messages / duration): what " +
+		"the schemes with synchronisation pay whether a member fails or not; 0 for those without",
+		func(s *report.Summary) *float64 {
+			if s.Signalling == nil || s.DurationS <= 0 {
+				return nil
+			}
+			return fp(float64(s.Signalling.ReplMessages) / s.DurationS)
+		}},
+	{"repl_bytes_per_s", "B/s", "the same in bytes per second (signalling.repl_bytes / duration)",
+		func(s *report.Summary) *float64 {
+			if s.Signalling == nil || s.DurationS <= 0 {
+				return nil
+			}
+			return fp(float64(s.Signalling.ReplBytes) / s.DurationS)
+		}},
+}
+
+// faultedPoolName is the pool of the first faulted member in member_load ("" when none is).
+func faultedPoolName(s *report.Summary) string {
+	if s.MemberLoad == nil {
+		return ""
+	}
+	for _, m := range s.MemberLoad.Members {
+		if m.Faulted {
+			return m.Pool
+		}
+	}
+	return ""
+}
+
+// faultedPool is member_load's pool of the faulted member, or nil.
+func faultedPool(s *report.Summary) *report.PoolLoad {
+	if n := faultedPoolName(s); n != "" {
+		return s.MemberLoad.Pools[n]
+	}
+	return nil
+}
+
 // Aggregate summarises the results so far per experiment and variant.
 func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Result, error) {
 	res := &Result{Study: p.Name, Description: p.Description, File: file, Quick: p.Quick, RunsPlanned: len(p.Runs),
@@ -186,24 +252,39 @@ func aggregateVariant(e PlannedExperiment, v string, runs []RunResult) (VariantR
 	}
 	vr.Metrics = append(vr.Metrics, agg.Metrics...)
 	boot := uint64(vr.Seeds[0])
-	for _, k := range survivalKPIs {
+	perRun := func(name, unit, doc string, val func(*report.Summary) *float64) error {
 		vals := make([]float64, len(sums))
 		for i, s := range sums {
 			vals[i] = math.NaN()
-			if s.Survival != nil {
-				if x := k.val(s.Survival); x != nil {
-					vals[i] = *x
-				}
+			if x := val(s); x != nil {
+				vals[i] = *x
 			}
 		}
 		st, err := stats.PerRun(vals, boot)
 		if errors.Is(err, stats.ErrNoValues) {
-			continue
+			return nil
 		}
+		if err != nil {
+			return err
+		}
+		vr.Metrics = append(vr.Metrics, compare.RepeatMetric{Name: name, Unit: unit, Per: "run", Doc: doc, Stat: st})
+		return nil
+	}
+	for _, k := range survivalKPIs {
+		err := perRun(k.name, k.unit, k.doc, func(s *report.Summary) *float64 {
+			if s.Survival == nil {
+				return nil
+			}
+			return k.val(s.Survival)
+		})
 		if err != nil {
 			return vr, err
 		}
-		vr.Metrics = append(vr.Metrics, compare.RepeatMetric{Name: k.name, Unit: k.unit, Per: "run", Doc: k.doc, Stat: st})
+	}
+	for _, k := range table1KPIs {
+		if err := perRun(k.name, k.unit, k.doc, k.val); err != nil {
+			return vr, err
+		}
 	}
 	return vr, nil
 }
@@ -229,7 +310,7 @@ func WriteOutputs(dir string, r *Result) error {
 // headline are the KPIs of study.md's tables, in order.
 var headline = []string{"affected_users", "time_to_detect_s", "restored_at_bound", "mt_restored_at_bound",
 	"mo_restored_at_bound", "restored_at_end", "mo_interruption_s", "mt_interruption_s", "rereg_s", "mo_taken_over",
-	"mt_taken_over"}
+	"mt_taken_over", "peak_load_ratio", "cpu_peak_ratio", "repl_msgs_per_s", "repl_bytes_per_s"}
 
 // Markdown renders study.md.
 func Markdown(r *Result) string {

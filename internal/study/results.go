@@ -8,14 +8,26 @@ import (
 	"time"
 )
 
-// resultsKPIs are the columns of results.md's tables, in order, with their headings.
-var resultsKPIs = []struct{ name, head string }{
+// column is a KPI of a results.md table and its heading.
+type column struct{ name, head string }
+
+// resultsKPIs are the columns of results.md's headline tables, in order.
+var resultsKPIs = []column{
 	{"affected_users", "affected users"},
 	{"time_to_detect_s", "time to detect (s)"},
 	{"restored_at_bound", "restored by detection + 1 probe interval"},
 	{"restored_at_end", "restored by the end"},
 	{"mt_interruption_s", "MT interruption (s)"},
 	{"mo_interruption_s", "MO interruption (s)"},
+}
+
+// table1ResultsKPIs are the columns of results.md's second table per experiment: Table 1's redundancy and
+// data-sync rows (aggregate.go, table1KPIs).
+var table1ResultsKPIs = []column{
+	{"peak_load_ratio", "busiest survivor's requests/s over a member's before"},
+	{"cpu_peak_ratio", "the same in CPU"},
+	{"repl_msgs_per_s", "replication msgs/s"},
+	{"repl_bytes_per_s", "replication B/s"},
 }
 
 // figuresMarkdown lists an experiment's figures (links relative to the study's out directory).
@@ -57,34 +69,11 @@ func Results(r *Result) string {
 	for _, e := range r.Experiments {
 		fmt.Fprintf(&b, "#### %s\n\nScenario `%s`, %d repetitions per scheme (seeds %d…%d). Setup: %s.\n\n", e.Name,
 			e.Scenario, e.Repeat, e.Seed, e.Seed+int64(e.Repeat)-1, setupLine(e.Setup))
-		b.WriteString("| scheme | n runs / n users |")
-		for _, k := range resultsKPIs {
-			fmt.Fprintf(&b, " %s |", k.head)
-		}
-		b.WriteString("\n|---|---|" + strings.Repeat("---|", len(resultsKPIs)) + "\n")
-		for _, v := range e.Variants {
-			n := fmt.Sprintf("%d / %d", v.Runs, v.AffectedUsers)
-			if v.Pending > 0 || v.Failed > 0 {
-				n += fmt.Sprintf(" (%d pending, %d failed)", v.Pending, v.Failed)
-			}
-			fmt.Fprintf(&b, "| %s | %s |", v.Variant, n)
-			for _, k := range resultsKPIs {
-				m := v.Metric(k.name)
-				if m == nil {
-					b.WriteString(" – |")
-					continue
-				}
-				st := m.Stat
-				c := fmt.Sprintf("%s %s; median %s", num(st.Mean), ci(st.MeanCI), num(st.Median))
-				switch {
-				case m.Per == "user":
-					c += fmt.Sprintf(" (%d users)", st.Values)
-				case st.Runs != v.Runs:
-					c += fmt.Sprintf(" (%d runs)", st.Runs)
-				}
-				fmt.Fprintf(&b, " %s |", c)
-			}
-			b.WriteString("\n")
+		kpiTable(&b, e, resultsKPIs)
+		if hasAny(e, table1ResultsKPIs) {
+			b.WriteString("\nTable 1's redundancy and data-sync rows (a ratio is given only where a member received at " +
+				"least 1 request/s before the fault):\n\n")
+			kpiTable(&b, e, table1ResultsKPIs)
 		}
 		b.WriteString("\n")
 		for _, f := range e.Figures {
@@ -131,4 +120,49 @@ func pendingOf(r *Result) int {
 		}
 	}
 	return n
+}
+
+// hasAny reports whether a variant of e has one of kpis.
+func hasAny(e ExperimentResult, kpis []column) bool {
+	for _, v := range e.Variants {
+		for _, k := range kpis {
+			if v.Metric(k.name) != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// kpiTable writes a table of kpis per scheme of e: mean [95 % CI]; median, with n runs / n users.
+func kpiTable(b *bytes.Buffer, e ExperimentResult, kpis []column) {
+	b.WriteString("| scheme | n runs / n users |")
+	for _, k := range kpis {
+		fmt.Fprintf(b, " %s |", k.head)
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(kpis)) + "\n")
+	for _, v := range e.Variants {
+		n := fmt.Sprintf("%d / %d", v.Runs, v.AffectedUsers)
+		if v.Pending > 0 || v.Failed > 0 {
+			n += fmt.Sprintf(" (%d pending, %d failed)", v.Pending, v.Failed)
+		}
+		fmt.Fprintf(b, "| %s | %s |", v.Variant, n)
+		for _, k := range kpis {
+			m := v.Metric(k.name)
+			if m == nil {
+				b.WriteString(" – |")
+				continue
+			}
+			st := m.Stat
+			c := fmt.Sprintf("%s %s; median %s", num(st.Mean), ci(st.MeanCI), num(st.Median))
+			switch {
+			case m.Per == "user":
+				c += fmt.Sprintf(" (%d users)", st.Values)
+			case st.Runs != v.Runs:
+				c += fmt.Sprintf(" (%d runs)", st.Runs)
+			}
+			fmt.Fprintf(b, " %s |", c)
+		}
+		b.WriteString("\n")
+	}
 }

@@ -251,6 +251,38 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(string(md)).To(ContainSubstring("[p/quasi-pool/rep1](p/quasi-pool/rep1/report.md)"))
 	})
 
+	It("measures Table 1's redundancy and sync rows per run: the faulted pool's peak load ratio where the report "+
+		"gives one, and replication messages and bytes per second", func() {
+		f.sum = func(sc *scenario.Scenario, seed int64, dir string) *report.Summary {
+			s := fakeSummary(sc, seed)
+			s.DurationS = 60
+			s.Signalling = &report.Signalling{WindowS: 40}
+			ratio := 1.4 + float64(seed%3)/10 // 1.5, 1.6, 1.4 for seeds 100…102
+			s.MemberLoad = &report.MemberLoad{
+				Members: []report.MemberLoadRow{{Node: "pcscf1", Pool: "pcscf", Faulted: true}, {Node: "pcscf2", Pool: "pcscf"},
+					{Node: "scscf1", Pool: "scscf"}},
+				Pools: map[string]*report.PoolLoad{"pcscf": {PeakLoadRatio: &ratio}, "scscf": {}}}
+			if strings.Contains(dir, "load-sharing") {
+				// a pool-sync stand-in: 600 replication messages of 300 bytes over the 60 s run
+				s.Signalling.ReplMessages, s.Signalling.ReplBytes = 600, 180000
+				s.MemberLoad.Pools["pcscf"].PeakLoadRatio = nil // below 1 request/s: the report gives no ratio
+			}
+			return s
+		}
+		res, err := execute(planOf(twoExperiments(), false))
+		Expect(err).NotTo(HaveOccurred())
+		qp, ls := res.Experiments[0].Variants[0], res.Experiments[0].Variants[1]
+		Expect(qp.Metric("peak_load_ratio").Stat.Mean).To(BeNumerically("~", 1.5, 1e-9))
+		Expect(qp.Metric("peak_load_ratio").Stat.Runs).To(Equal(3))
+		Expect(qp.Metric("repl_msgs_per_s").Stat.Max).To(BeZero())
+		Expect(ls.Metric("peak_load_ratio")).To(BeNil(), "no run gave one")
+		Expect(ls.Metric("repl_msgs_per_s").Stat.Mean).To(BeNumerically("~", 10, 1e-9))
+		Expect(ls.Metric("repl_bytes_per_s").Stat.Mean).To(BeNumerically("~", 3000, 1e-9))
+		md, err := os.ReadFile(filepath.Join(out, study.FileMarkdown))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(ContainSubstring("| repl_msgs_per_s (msgs/s, per run) | 0 [0, 0]; median 0; 0–0 (n 3) | 10 [10, 10]"))
+	})
+
 	It("gives a p95 only from 20 values on", func() {
 		p := planOf(strings.Replace(twoExperiments(), "repeat: 3", "repeat: 20", 1), false)
 		res, err := execute(p)
