@@ -2,6 +2,9 @@
 # Copies what a study produced into a directory that can be committed: study.json, study.md (and figures/ and
 # results*.md when present) and, for every finished run, the files its results come from (study-run.json,
 # study-env.json, summary.json, expectations.json, users.csv, scenario.json), not the traces, logs and events.
+# Repetition 1 of every experiment and scheme (the same seed, victim and instant for every scheme) also keeps its
+# ladder diagrams, timeline and restoration curve (plots/ladder_mo.svg, ladder_mt.svg, timeline.svg/png,
+# restore.svg/png): the example runs docs/results.md links to.
 #
 #   scripts/study-publish.sh runs/study-published docs/results/study-published
 #
@@ -26,6 +29,12 @@ while IFS= read -r rec; do
 	for f in study-run.json study-env.json summary.json expectations.json users.csv scenario.json; do
 		[ -f "$run/$f" ] && cp "$run/$f" "$dst/$rel/$f"
 	done
+	if [ "$(basename "$run")" = rep1 ]; then
+		mkdir -p "$dst/$rel/plots"
+		for f in ladder_mo.svg ladder_mt.svg timeline.svg timeline.png restore.svg restore.png; do
+			if [ -f "$run/plots/$f" ]; then cp "$run/plots/$f" "$dst/$rel/plots/$f"; fi
+		done
+	fi
 	n=$((n + 1))
 done < <(find "$src" -name study-run.json | sort)
 for f in study.json study.md results.md; do

@@ -32,6 +32,8 @@ type Result struct {
 	Experiments []ExperimentResult `json:"experiments"`
 	// Sweeps are the study's sweeps: their experiments' headline KPIs per value and scheme.
 	Sweeps []SweepResult `json:"sweeps,omitempty"`
+	// Claims are the study file's claims with their verdicts (claims.go).
+	Claims []ClaimResult `json:"claims,omitempty"`
 }
 
 // ExperimentResult is one experiment of the study.
@@ -219,6 +221,7 @@ func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Res
 		res.Experiments = append(res.Experiments, er)
 	}
 	aggregateSweeps(res)
+	res.Claims = evalClaims(p.Claims, res)
 	return res, nil
 }
 
@@ -376,7 +379,7 @@ func Markdown(r *Result) string {
 		b.WriteString("Runs:")
 		for _, v := range e.Variants {
 			for i, d := range v.RunDirs {
-				fmt.Fprintf(&b, " [%s](%s/report.md) (seed %d)", d, d, v.Seeds[i])
+				fmt.Fprintf(&b, " [%s](%s/) (seed %d)", d, d, v.Seeds[i])
 			}
 		}
 		b.WriteString("\n\n")
@@ -385,6 +388,7 @@ func Markdown(r *Result) string {
 	for _, s := range r.Sweeps {
 		sweepMarkdown(&b, s, "##")
 	}
+	claimsMarkdown(&b, r.Claims, "##")
 	b.WriteString("## KPIs\n\n")
 	seen := map[string]bool{}
 	for _, e := range r.Experiments {

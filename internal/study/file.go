@@ -34,6 +34,8 @@ type File struct {
 	// Quick is what --quick changes: its overrides apply to every experiment (an experiment's own quick block
 	// wins), and Experiments, when given, limits the quick study to those experiments.
 	Quick *Quick `yaml:"quick"`
+	// Claims are the paper's claims the study tests, with the KPI bounds each stands by (claims.go).
+	Claims []Claim `yaml:"claims"`
 
 	// dir is the directory of the study file: scenario paths are relative to it.
 	dir string
@@ -188,6 +190,7 @@ func (f *File) Validate() error {
 		}
 	}
 	checkJoins(add, f.Experiments)
+	checkClaims(add, f.Claims, f.Experiments)
 	if f.Quick != nil {
 		checkOverrides(add, "quick", f.Quick.Overrides)
 		for i, n := range f.Quick.Experiments {
@@ -289,6 +292,8 @@ type Plan struct {
 	Description string
 	Quick       bool
 	Experiments []PlannedExperiment
+	// Claims are the study file's claims.
+	Claims []Claim
 	// Runs are interleaved: repetition 1 of every experiment and scheme, then repetition 2, …
 	Runs []Run
 }
@@ -296,7 +301,7 @@ type Plan struct {
 // Plan loads the experiments' scenarios, applies the overrides (with quick, the quick blocks too), checks every
 // resulting scenario and orders the runs. Errors name the study field.
 func (f *File) Plan(quick bool) (*Plan, error) {
-	p := &Plan{Name: f.Name, Description: f.Description, Quick: quick}
+	p := &Plan{Name: f.Name, Description: f.Description, Quick: quick, Claims: f.Claims}
 	var errs []error
 	for i, e := range f.Experiments {
 		if quick && f.Quick != nil && len(f.Quick.Experiments) > 0 && !slices.Contains(f.Quick.Experiments, e.Name) {

@@ -29,7 +29,7 @@ func scenarioPath(name string) string {
 
 var _ = Describe("study files", Label("unit"), func() {
 	It("loads the shipped studies and plans them, quick and full", func() {
-		for _, f := range []string{"quick.yaml", "published.yaml"} {
+		for _, f := range []string{"quick.yaml", "published.yaml", "risk.yaml"} {
 			sf, err := study.Load(filepath.Join("..", "..", "studies", f))
 			Expect(err).NotTo(HaveOccurred(), f)
 			full, err := sf.Plan(false)

@@ -86,6 +86,7 @@ func Results(r *Result) string {
 	for _, s := range r.Sweeps {
 		sweepMarkdown(&b, s, "####")
 	}
+	claimsMarkdown(&b, r.Claims, "###")
 	p := r.Provenance
 	commit := "`" + p.Commit + "`"
 	if p.Dirty {

@@ -175,12 +175,20 @@ func check(dir string, rec runRecord) (state, error) {
 	return statePartial, nil
 }
 
-// complete: the run's report and expectations were written (expectations.json last) and parse.
+// complete: the run's report and expectations were written (expectations.json last) and parse, and the run did
+// not end in an error after them (phones that did not stop: scenario.Outcome.PhonesNotStopped), which the study
+// counted as a failed run and a rerun retries.
 func complete(dir string) bool {
 	for _, f := range []string{report.FileSummary, "expectations.json"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil || !json.Valid(b) {
 			return false
+		}
+		if f == "expectations.json" {
+			var o scenario.Outcome
+			if json.Unmarshal(b, &o) != nil || o.PhonesNotStopped != "" {
+				return false
+			}
 		}
 	}
 	return true

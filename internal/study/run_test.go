@@ -145,18 +145,22 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(f.calls).To(HaveLen(8))
 		// An interrupted run: its record and a partial report, no expectations.json.
 		Expect(os.Remove(filepath.Join(out, "s", "as-is", "rep2", "expectations.json"))).To(Succeed())
+		// A run whose phones did not stop: report and expectations written, then the run failed.
+		stuck, err := json.Marshal(scenario.Outcome{Seed: 102, Passed: true, PhonesNotStopped: "did not stop within 30s"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(out, "p", "load-sharing+ignore-504", "rep3", "expectations.json"), stuck, 0o644)).To(Succeed())
 
 		f.calls, f.fail = nil, nil
 		log.Reset()
 		res, err = execute(p)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(f.calls).To(Equal([]string{"p/quasi-pool/rep2 101", "s/as-is/rep2 201"}))
+		Expect(f.calls).To(Equal([]string{"p/quasi-pool/rep2 101", "s/as-is/rep2 201", "p/load-sharing+ignore-504/rep3 102"}))
 		Expect(log.String()).To(ContainSubstring("p/quasi-pool rep 1 (seed 100): skipped, done"))
 		Expect(log.String()).To(ContainSubstring("s/as-is rep 2 (seed 201): " + filepath.Join(out, "s", "as-is", "rep2") +
 			" holds an unfinished run of it: removed"))
-		Expect(strings.Count(log.String(), "skipped, done")).To(Equal(6))
+		Expect(strings.Count(log.String(), "skipped, done")).To(Equal(5))
 		Expect(res.RunsDone).To(Equal(8))
-		Expect(res.RunsSkipped).To(Equal(6))
+		Expect(res.RunsSkipped).To(Equal(5))
 		Expect(res.Experiments[0].Variants[0].Runs).To(Equal(3))
 
 		f.calls = nil
@@ -248,7 +252,7 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(string(md)).To(ContainSubstring("| runs by commit | `" + key + "`: 8 |"))
 		Expect(string(md)).To(ContainSubstring("| restored_at_bound (share, per run) | 1 [1, 1]; median 1; 1–1 (n 3) | 0 [0, 0]"))
 		Expect(string(md)).To(ContainSubstring("seeds of p | 100, 101, 102"))
-		Expect(string(md)).To(ContainSubstring("[p/quasi-pool/rep1](p/quasi-pool/rep1/report.md)"))
+		Expect(string(md)).To(ContainSubstring("[p/quasi-pool/rep1](p/quasi-pool/rep1/)"))
 	})
 
 	It("measures Table 1's redundancy and sync rows per run: the faulted pool's peak load ratio where the report "+
