@@ -180,4 +180,54 @@ expectations:
 			Expect(filepath.Join(runDir, "trace", "pcscf2.001.pcapng")).To(BeAnExistingFile())
 			Expect(filepath.Join(runDir, "logs", "ue.log")).To(BeAnExistingFile())
 		})
+
+	It("builds the report and evaluates the expectations when the phones do not stop in time, then fails the run "+
+		"with the phones' error (exit status 2) and a rerun of a study retries it", SpecTimeout(3*time.Minute), func(ctx SpecContext) {
+		b := freeBlock(10)
+		sc, err := scenario.Parse(fmt.Appendf(nil, `
+name: e2e-stuck-phones
+description: phones given no time to de-register
+seed: 77
+duration: 5s
+topology:
+  dns: {listen: 127.0.0.1:%d}
+  hss: {address: 127.0.0.1, diameter_port: %d, http_port: %d}
+  bac: {address: 127.0.0.1, port: %d}
+  icscf: {address: 127.0.0.1, port: %d}
+  pools:
+    pcscf: {size: 2, address: 127.0.0.1, base_port: %d}
+    scscf: {size: 2, address: 127.0.0.1, base_port: %d}
+traffic: {phones: 6, call_rate: 2, hold: 300ms}
+expectations:
+  - {name: some calls, metric: calls.total, op: ">", value: 0}
+`, b, b+1, b+2, b+3, b+4, b+5, b+7))
+		Expect(err).NotTo(HaveOccurred())
+		runDir := filepath.Join(GinkgoT().TempDir(), "run")
+		var out strings.Builder
+		built := false
+		fake := func(dir string) (scenario.Metrics, error) {
+			built = true
+			return metrics{"calls.total": 3}, nil
+		}
+		// 1 ms: the phones' de-registrations alone take longer, so the runner gives up waiting for them.
+		o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, RunDir: runDir, Progress: 2 * time.Second,
+			GracePeriod: 2 * time.Second},
+			scenario.WithOutput(&out), scenario.WithReportBuilder(fake), scenario.WithPhonesStopTimeout(time.Millisecond),
+			scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+		GinkgoWriter.Println(out.String())
+		Expect(err).To(MatchError(ContainSubstring("phones: did not stop within 1ms")))
+		Expect(err).To(MatchError(ContainSubstring("the report and expectations.json were written")))
+		Expect(scenario.ExitCode(o, err)).To(Equal(scenario.ExitError))
+		Expect(built).To(BeTrue(), "the report was built")
+		Expect(o.Passed).To(BeTrue(), "the expectations were evaluated")
+		Expect(o.PhonesNotStopped).To(ContainSubstring(filepath.Join(runDir, "logs", "phones-stop-goroutines.txt")))
+		Expect(filepath.Join(runDir, "logs", "phones-stop-goroutines.txt")).To(BeAnExistingFile())
+		var ej scenario.Outcome
+		eb, err := os.ReadFile(filepath.Join(runDir, "expectations.json"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(json.Unmarshal(eb, &ej)).To(Succeed())
+		Expect(ej.PhonesNotStopped).To(Equal(o.PhonesNotStopped))
+		Expect(ej.Results).To(HaveLen(1))
+		Expect(out.String()).To(ContainSubstring("building the report of the run all the same"))
+	})
 })
