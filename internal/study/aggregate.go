@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/imslab/quasipool/internal/compare"
@@ -162,6 +163,32 @@ var table1KPIs = []struct {
 		}},
 }
 
+// restoredOfFault is the share of the users probed after fault k (0-based, in the summary's order) that were
+// restored by the end of the run, from summary.json's users; nil when the run has no such fault or it affected no
+// probed user. A study with two faults (studies/risk.yaml) reads each victim's users apart: restored_at_end pools
+// them, and the users of the first victim may be restored before the second fault, which then goes unmeasured
+// for them (a user is probed from its own fault until restored; docs/study.md, "Claims").
+func restoredOfFault(s *report.Summary, k int) *float64 {
+	if k >= len(s.Faults) {
+		return nil
+	}
+	f := s.Faults[k]
+	n, restored := 0, 0
+	for _, u := range s.Users {
+		if !u.Probed || (u.Fault != f.Target && !slices.Contains(f.Nodes, u.Fault)) {
+			continue
+		}
+		n++
+		if u.RestoreS != nil && !u.Censored {
+			restored++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return fp(float64(restored) / float64(n))
+}
+
 // faultedPoolName is the pool of the first faulted member in member_load ("" when none is).
 func faultedPoolName(s *report.Summary) string {
 	if s.MemberLoad == nil {
@@ -284,6 +311,19 @@ func aggregateVariant(e PlannedExperiment, v string, runs []RunResult) (VariantR
 			return vr, err
 		}
 	}
+	for k := range 2 {
+		err := perRun(fmt.Sprintf("restored_at_end_fault%d", k+1), "share", fmt.Sprintf("restored_at_end among the "+
+			"users of the run's fault %d alone (summary.json users with that fault's target; absent when the "+
+			"run has no such fault)", k+1), func(s *report.Summary) *float64 {
+			if len(s.Faults) < 2 {
+				return nil // one fault: restored_at_end is the same
+			}
+			return restoredOfFault(s, k)
+		})
+		if err != nil {
+			return vr, err
+		}
+	}
 	for _, k := range table1KPIs {
 		if err := perRun(k.name, k.unit, k.doc, k.val); err != nil {
 			return vr, err
@@ -312,7 +352,7 @@ func WriteOutputs(dir string, r *Result) error {
 
 // headline are the KPIs of study.md's tables, in order.
 var headline = []string{"affected_users", "time_to_detect_s", "restored_at_bound", "mt_restored_at_bound",
-	"mo_restored_at_bound", "restored_at_end", "mo_interruption_s", "mt_interruption_s", "rereg_s", "mo_taken_over",
+	"mo_restored_at_bound", "restored_at_end", "restored_at_end_fault1", "restored_at_end_fault2", "mo_interruption_s", "mt_interruption_s", "rereg_s", "mo_taken_over",
 	"mt_taken_over", "peak_load_ratio", "cpu_peak_ratio", "repl_msgs_per_s", "repl_bytes_per_s"}
 
 // Markdown renders study.md.

@@ -21,6 +21,14 @@ var resultsKPIs = []column{
 	{"mo_interruption_s", "MO interruption (s)"},
 }
 
+// faultResultsKPIs are the columns of results.md's table for experiments with two faults: each victim's users
+// apart.
+var faultResultsKPIs = []column{
+	{"restored_at_end", "restored by the end, all affected users"},
+	{"restored_at_end_fault1", "the first fault's users"},
+	{"restored_at_end_fault2", "the second fault's users"},
+}
+
 // table1ResultsKPIs are the columns of results.md's second table per experiment: Table 1's redundancy and
 // data-sync rows (aggregate.go, table1KPIs).
 var table1ResultsKPIs = []column{
@@ -70,6 +78,11 @@ func Results(r *Result) string {
 		fmt.Fprintf(&b, "#### %s\n\nScenario `%s`, %d repetitions per scheme (seeds %d…%d). Setup: %s.\n\n", e.Name,
 			e.Scenario, e.Repeat, e.Seed, e.Seed+int64(e.Repeat)-1, setupLine(e.Setup))
 		kpiTable(&b, e, resultsKPIs)
+		if hasAny(e, faultResultsKPIs[1:]) {
+			b.WriteString("\nThe users of each fault apart (a user is probed from the first fault that affects it until it " +
+				"is restored, so a later fault that takes its service again is not seen for it):\n\n")
+			kpiTable(&b, e, faultResultsKPIs)
+		}
 		if hasAny(e, table1ResultsKPIs) {
 			b.WriteString("\nTable 1's redundancy and data-sync rows (a ratio is given only where a member received at " +
 				"least 1 request/s before the fault):\n\n")

@@ -287,6 +287,34 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(string(md)).To(ContainSubstring("| repl_msgs_per_s (msgs/s, per run) | 0 [0, 0]; median 0; 0–0 (n 3) | 10 [10, 10]"))
 	})
 
+	It("reads the users of each of two faults apart: restored_at_end_fault1 and _fault2", func() {
+		f.sum = func(sc *scenario.Scenario, seed int64, dir string) *report.Summary {
+			s := fakeSummary(sc, seed)
+			s.Faults = []report.Fault{{Kind: "kill", Target: "pcscf2"}, {Kind: "kill", Target: "pcscf1"}}
+			r := 0.5
+			s.Users = []report.UserKPI{ // pcscf2's two users restored, one of pcscf1's two
+				{IMPU: "a", Fault: "pcscf2", Probed: true, RestoreS: &r},
+				{IMPU: "b", Fault: "pcscf2", Probed: true, RestoreS: &r},
+				{IMPU: "c", Fault: "pcscf1", Probed: true, RestoreS: &r},
+				{IMPU: "d", Fault: "pcscf1", Probed: true, Censored: true},
+				{IMPU: "e", Fault: "pcscf1"}, // not probed: not counted
+			}
+			if strings.Contains(dir, "/s/") {
+				s.Faults = s.Faults[:1] // one fault: no per-fault KPI
+			}
+			return s
+		}
+		res, err := execute(planOf(twoExperiments(), false))
+		Expect(err).NotTo(HaveOccurred())
+		v := res.Experiments[0].Variants[0]
+		Expect(v.Metric("restored_at_end_fault1").Stat.Mean).To(Equal(1.0))
+		Expect(v.Metric("restored_at_end_fault2").Stat.Mean).To(Equal(0.5))
+		Expect(res.Experiments[1].Variants[0].Metric("restored_at_end_fault1")).To(BeNil())
+		md, err := os.ReadFile(filepath.Join(out, study.FileResults))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(ContainSubstring("| quasi-pool | 3 / 12 | 1 [1, 1]; median 1 | 1 [1, 1]; median 1 | 0.5 [0.5, 0.5]; median 0.5 |"))
+	})
+
 	It("gives a p95 only from 20 values on", func() {
 		p := planOf(strings.Replace(twoExperiments(), "repeat: 3", "repeat: 20", 1), false)
 		res, err := execute(p)
