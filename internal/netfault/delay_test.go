@@ -182,6 +182,45 @@ var _ = Describe("the NFQUEUE delay line", Label("netns"), func() {
 		}
 	}, SpecTimeout(90*time.Second))
 
+	It("costs little CPU: an idle line sleeps, a carrying one pays per packet", func(ctx SpecContext) {
+		f := delayAt(netfault.Delay{Delay: 20 * time.Millisecond, Direction: netfault.Out, Peers: peer(addrB)})
+		Expect(f.Apply(ctx)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(f.Heal(ctx)).To(Succeed()) })
+		if f.Mechanism() != "nfqueue" {
+			Skip("the kernel has netem: no delay line")
+		}
+		pids := delayLineProcs()
+		Expect(pids).To(HaveLen(1))
+		cpu := func() (time.Duration, time.Duration) { return procCPU(pids[0]) }
+		u0, s0 := cpu()
+		time.Sleep(10 * time.Second)
+		u1, s1 := cpu()
+		idle := u1 - u0 + s1 - s0
+
+		const pps, secs = 500, 10
+		st0, _ := f.QueueStats()
+		u2, s2 := cpu()
+		tag := "cpu" + p.tag()
+		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", p.nsA, p.helperBinary,
+			addrB+":"+echoPort, tag, strconv.Itoa(pps*800), fmt.Sprintf("%ds", secs), "100")
+		cmd.Env = append(os.Environ(), helperEnv+"=bulk")
+		out, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		time.Sleep(300 * time.Millisecond)
+		u3, s3 := cpu()
+		busyUser, busySys := u3-u2, s3-s2
+		busy := busyUser + busySys
+		st1, _ := f.QueueStats()
+		n := st1.Received - st0.Received
+		AddReportEntry("delay line CPU (its process, /proc/<pid>/stat)", fmt.Sprintf("idle for 10 s: %.2f CPU-s (%.2f %% of "+
+			"a core); %d packets/s offered for %d s (%d through the queue): %.2f CPU-s (user %.2f, system %.2f; %.2f %% of a "+
+			"core, %.0f µs a packet)", idle.Seconds(), 100*idle.Seconds()/10, pps, secs, n, busy.Seconds(),
+			busyUser.Seconds(), busySys.Seconds(), 100*busy.Seconds()/secs, float64(busy.Microseconds())/float64(max(n, 1))))
+		Expect(n).To(BeNumerically(">=", pps*secs*9/10), "the datagrams went through the queue")
+		Expect(idle).To(BeNumerically("<=", 100*time.Millisecond), "an idle line uses under 1 %% of a core")
+		Expect(busy).To(BeNumerically("<", secs*time.Second/2), "a line carrying %d packets/s uses under half a core", pps)
+	}, SpecTimeout(60*time.Second))
+
 	It("jitter widens the spread of the round trips around the same median", func(ctx SpecContext) {
 		base := rtt(ctx, addrB)
 		f := delayAt(netfault.Delay{Delay: 20 * time.Millisecond, Direction: netfault.Out, Peers: peer(addrB)})
@@ -373,4 +412,19 @@ func delayLineProcs() []int {
 		out = append(out, pid)
 	}
 	return out
+}
+
+// procCPU is the user and the system CPU time of process pid so far (/proc/<pid>/stat, in clock ticks of 10 ms).
+func procCPU(pid int) (user, sys time.Duration) {
+	GinkgoHelper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	Expect(err).NotTo(HaveOccurred())
+	// After "(comm)": state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	Expect(len(f)).To(BeNumerically(">", 12))
+	u, err := strconv.ParseInt(f[11], 10, 64)
+	Expect(err).NotTo(HaveOccurred())
+	s, err := strconv.ParseInt(f[12], 10, 64)
+	Expect(err).NotTo(HaveOccurred())
+	return time.Duration(u) * 10 * time.Millisecond, time.Duration(s) * 10 * time.Millisecond
 }
