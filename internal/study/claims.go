@@ -22,11 +22,11 @@ type Claim struct {
 
 // ClaimCheck bounds one KPI of one scheme of one experiment: the mean over the runs, read through its 95 % CI.
 type ClaimCheck struct {
-	Experiment string  `yaml:"experiment"`
-	Scheme     string  `yaml:"scheme"`
-	KPI        string  `yaml:"kpi"`
-	Op         string  `yaml:"op"` // >=, <=, >, <
-	Value      float64 `yaml:"value"`
+	Experiment string  `yaml:"experiment" json:"experiment"`
+	Scheme     string  `yaml:"scheme" json:"scheme"`
+	KPI        string  `yaml:"kpi" json:"kpi"`
+	Op         string  `yaml:"op" json:"op"` // >=, <=, >, <
+	Value      float64 `yaml:"value" json:"value"`
 }
 
 func (c ClaimCheck) String() string {
