@@ -94,6 +94,11 @@ func run(args []string) error {
 		return err
 	}
 	defer rec.Close()
+	stopProfile, err := obs.StartCPUProfileFromEnv("hss")
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	node, err := hss.New(cfg, hss.WithLogger(log), hss.WithEvents(rec))
 	if err != nil {
 		return err

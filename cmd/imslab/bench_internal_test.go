@@ -186,6 +186,29 @@ var _ = Describe("imslab bench lab kinds", Label("unit"), func() {
 		Expect(phonesCPUShare(GinkgoT().TempDir(), 0, 1)).To(BeZero())
 	})
 
+	It("sums the nodes' CPU over the window, each node from its first to its last sample, without the phones", func() {
+		dir := GinkgoT().TempDir()
+		Expect(os.MkdirAll(filepath.Join(dir, "events"), 0o755)).To(Succeed())
+		lines := []string{
+			`{"kind":"resource","target":"bac","t_ns":1000000000,"cpu_s":1}`, // before the window
+			`{"kind":"resource","target":"bac","t_ns":2000000000,"cpu_s":3}`,
+			`{"kind":"resource","target":"hss","t_ns":2500000000,"cpu_s":10}`,
+			`{"kind":"resource","target":"phones","t_ns":3000000000,"cpu_s":100}`,
+			`{"kind":"resource","target":"phones","t_ns":5000000000,"cpu_s":200}`,
+			`{"kind":"resource","target":"bac","t_ns":6000000000,"cpu_s":5}`,
+			`{"kind":"resource","target":"hss","t_ns":4500000000,"cpu_s":10.5}`,
+			`{"kind":"resource","target":"icscf","t_ns":5000000000,"cpu_s":9}`, // one sample: counts nothing
+			`{"kind":"resource","target":"bac","t_ns":9000000000,"cpu_s":50}`, // after it
+		}
+		Expect(os.WriteFile(filepath.Join(dir, "events", "lab.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)).To(Succeed())
+		cpu, wall := nodesCPU(dir, 2e9, 6e9)
+		Expect(cpu).To(BeNumerically("~", 2.5, 1e-9)) // bac 3 → 5, hss 10 → 10.5
+		Expect(wall).To(BeNumerically("~", 4, 1e-9))  // bac's span, the longest
+		cpu, wall = nodesCPU(GinkgoT().TempDir(), 0, 1)
+		Expect(cpu).To(BeZero())
+		Expect(wall).To(BeZero())
+	})
+
 	It("compares each target with the best step that meets its conditions", func() {
 		rep := benchReport{
 			Capacity: []capacityStep{

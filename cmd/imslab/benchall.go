@@ -212,9 +212,15 @@ type capacityStep struct {
 	// PhonesCPUShare is the CPU share of the runner's process, which runs the phones (the load generator), over
 	// the traffic time (1 = one core; from its resource samples in events/lab.jsonl; 0 when not sampled).
 	PhonesCPUShare float64 `json:"phones_cpu_share"`
-	RunDir         string  `json:"run_dir"`
-	LoadAvg        string  `json:"loadavg_after"`
-	Error          string  `json:"error,omitempty"`
+	// NodesCPUShare is the CPU share of all the lab's nodes together over the traffic time (from the same
+	// samples; 2 = both cores of a 2-core machine), and NodesCPUMsPerCall their CPU milliseconds per answered call:
+	// what a full-chain call costs the whole lab (7 proxy hops, the Diameter and the HSS included), the figure
+	// that per-hop work on the hot path moves.
+	NodesCPUShare     float64 `json:"nodes_cpu_share"`
+	NodesCPUMsPerCall float64 `json:"nodes_cpu_ms_per_call"`
+	RunDir            string  `json:"run_dir"`
+	LoadAvg           string  `json:"loadavg_after"`
+	Error             string  `json:"error,omitempty"`
 }
 
 // registrationStep is one step of the registration kind: N phones registering at one rate.
@@ -467,7 +473,14 @@ func readCapacity(s *capacityStep) error {
 		s.FailureShare = float64(s.Failed) / float64(s.Calls)
 	}
 	s.Setup180P95Ms, s.Setup200P95Ms = sum.SetupLatencyMs.Normal.P95180, sum.SetupLatencyMs.Normal.P95
-	s.PhonesCPUShare = phonesCPUShare(s.RunDir, sum.StartNs, sum.StartNs+int64(s.DurationS*1e9))
+	from, to := sum.StartNs, sum.StartNs+int64(s.DurationS*1e9)
+	s.PhonesCPUShare = phonesCPUShare(s.RunDir, from, to)
+	if cpu, wall := nodesCPU(s.RunDir, from, to); wall > 0 {
+		s.NodesCPUShare = cpu / wall
+		if s.Answered > 0 {
+			s.NodesCPUMsPerCall = cpu * 1000 / float64(s.Answered)
+		}
+	}
 	if s.Calls == 0 {
 		return errors.New("no calls in the run's report")
 	}
@@ -544,6 +557,51 @@ func readRegistrations(s *registrationStep) error {
 	s.P95Ms = percentile(durs, 0.95)
 	s.PhonesCPUShare = phonesCPUShare(s.RunDir, first, last)
 	return nil
+}
+
+// nodesCPU is the CPU seconds all the lab's nodes used between two instants (Unix ns), each node's from its first
+// to its last resource sample in the window, and the longest such span of a node (seconds). The phones' process
+// is left out. A node restarted in the window would count from its new process's start: the capacity steps
+// restart none.
+func nodesCPU(runDir string, from, to int64) (cpuS, wallS float64) {
+	f, err := os.Open(filepath.Join(runDir, "events", "lab.jsonl"))
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	type span struct {
+		t0, t1 int64
+		c0, c1 float64
+	}
+	nodes := map[string]*span{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Kind   string   `json:"kind"`
+			Target string   `json:"target"`
+			TNs    int64    `json:"t_ns"`
+			CPU    *float64 `json:"cpu_s"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Kind != "resource" || e.Target == scenario.PhonesTarget ||
+			e.Target == "" || e.CPU == nil || e.TNs < from || e.TNs > to {
+			continue
+		}
+		sp := nodes[e.Target]
+		if sp == nil {
+			sp = &span{t0: e.TNs, c0: *e.CPU}
+			nodes[e.Target] = sp
+		}
+		sp.t1, sp.c1 = e.TNs, *e.CPU
+	}
+	for _, sp := range nodes {
+		if sp.t1 <= sp.t0 {
+			continue
+		}
+		cpuS += sp.c1 - sp.c0
+		wallS = max(wallS, float64(sp.t1-sp.t0)/1e9)
+	}
+	return cpuS, wallS
 }
 
 // phonesCPUShare is the CPU share of the phones' process (target "phones" of the lab's resource samples) between
@@ -699,17 +757,18 @@ func benchLabMarkdown(b *strings.Builder, rep *benchReport) {
 	}
 	if len(rep.Capacity) > 0 {
 		b.WriteString("\n## Capacity: full-chain calls/s\n\n")
-		b.WriteString("| step | rate asked (calls/s) | phones | traffic (s) | n (calls) | answered | failed | answered/s | failed % | setup p95 to 180 (ms) | setup p95 to 200 (ms) | phones' CPU share | load after | provenance | error |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| step | rate asked (calls/s) | phones | traffic (s) | n (calls) | answered | failed | answered/s | failed % | setup p95 to 180 (ms) | setup p95 to 200 (ms) | phones' CPU share | nodes' CPU share | nodes' CPU ms per answered call | load after | provenance | error |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rep.Capacity {
 			if s.Error != "" && s.Calls == 0 {
-				fmt.Fprintf(b, "| %d | %g | %d | %.0f |  |  |  |  |  |  |  |  | %s | %s | %s |\n", s.Step, s.RateAsked, s.Phones,
+				fmt.Fprintf(b, "| %d | %g | %d | %.0f |  |  |  |  |  |  |  |  |  |  | %s | %s | %s |\n", s.Step, s.RateAsked, s.Phones,
 					s.DurationS, s.LoadAvg, prov, errCell(s.Error))
 				continue
 			}
-			fmt.Fprintf(b, "| %d | %g | %d | %.0f | %d | %d | %d | %.1f | %.2f | %.0f | %.0f | %.0f %% | %s | %s | %s |\n", s.Step,
+			fmt.Fprintf(b, "| %d | %g | %d | %.0f | %d | %d | %d | %.1f | %.2f | %.0f | %.0f | %.0f %% | %.0f %% | %.2f | %s | %s | %s |\n", s.Step,
 				s.RateAsked, s.Phones, s.DurationS, s.Calls, s.Answered, s.Failed, s.AnsweredPerS, s.FailureShare*100,
-				s.Setup180P95Ms, s.Setup200P95Ms, s.PhonesCPUShare*100, s.LoadAvg, prov, errCell(s.Error))
+				s.Setup180P95Ms, s.Setup200P95Ms, s.PhonesCPUShare*100, s.NodesCPUShare*100, s.NodesCPUMsPerCall, s.LoadAvg,
+				prov, errCell(s.Error))
 		}
 	}
 	if len(rep.Registration) > 0 {

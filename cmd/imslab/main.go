@@ -76,7 +76,15 @@ func main() {
 	case "up":
 		err = up(os.Args[2:], os.Stdout)
 	case "run":
-		os.Exit(runScenario(os.Args[2:], os.Stdout, os.Stderr))
+		// The runner's own process runs the phones: IMSLAB_CPUPROFILE_DIR profiles it beside the nodes.
+		stopProfile, perr := obs.StartCPUProfileFromEnv("imslab-run")
+		if perr != nil {
+			fmt.Fprintln(os.Stderr, "imslab:", perr)
+			os.Exit(1)
+		}
+		code := runScenario(os.Args[2:], os.Stdout, os.Stderr)
+		stopProfile()
+		os.Exit(code)
 	case "report":
 		os.Exit(rerender(os.Args[2:], os.Stdout, os.Stderr))
 	case "compare":

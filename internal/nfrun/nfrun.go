@@ -267,6 +267,12 @@ func Main(kind topology.Kind, args []string, build func(ctx context.Context, s *
 	if *pprofAddr != "" {
 		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }()
 	}
+	stopProfile, err := obs.StartCPUProfileFromEnv(cfg.Name)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.Name, err)
+		return 1
+	}
+	defer stopProfile()
 	s, err := Setup(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.Name, err)
