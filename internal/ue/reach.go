@@ -1,6 +1,7 @@
 package ue
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -125,6 +126,9 @@ func (u *UE) StartReachability(nodes []string) int {
 	u.events.Emit("reachability_start", map[string]any{"nodes": nodes, "users": users,
 		"interval_ms": rc.Interval.Milliseconds(), "confirm": rc.Confirm})
 	u.log.Info("ue: reachability probes", "nodes", nodes, "users", len(users), "interval", rc.Interval.String())
+	if len(users) > 0 {
+		u.rescueProbers(nodes, hit)
+	}
 	for _, p := range probed {
 		phase := time.Duration(u.float() * float64(rc.Interval))
 		if !u.goBackground(func() { u.probeUser(p, hit, phase) }) {
@@ -132,6 +136,61 @@ func (u *UE) StartReachability(nodes []string) int {
 		}
 	}
 	return len(users)
+}
+
+// kindProberRescue is the kind of the registration records of a prober registering again because every prober
+// was behind the fault (rescueProbers).
+const kindProberRescue = "prober_rescue"
+
+// rescueProbers registers the probers again when none of them is left outside the faulted nodes: the probes need
+// a prober that is not itself behind the fault. The BAC spreads the probers over the P-CSCFs like any phone, so
+// with 4 probers and 3 P-CSCFs all four are behind one member in about 1 run in 27 (3 × (1/3)^4); in the
+// published study that run (pcscf-kill, seed 120017) measured no restoration under any scheme, for want of a
+// prober. Each prober behind the fault registers again, attempts of at most a second every 1.5 s, until one is
+// registered elsewhere (the first attempts may still go to the dead member until the network detects it), so the
+// probes of that run start later: by the prober's registration time, which the prober_rescue event and the prober's registration
+// records (Probe "prober", kind prober_rescue) show. Only the probers register; the probed users do not.
+func (u *UE) rescueProbers(nodes []string, hit map[string]bool) {
+	if u.pickProber(hit) != nil {
+		return
+	}
+	var names []string
+	for _, q := range u.probers {
+		names = append(names, q.impu)
+	}
+	u.events.Emit("prober_rescue", map[string]any{"nodes": nodes, "probers": names})
+	u.log.Warn("ue: every prober is behind the faulted nodes; the probers register again", "nodes", nodes)
+	for _, q := range u.probers {
+		if !u.goBackground(func() { u.rescueProber(q, hit) }) {
+			return
+		}
+	}
+}
+
+// proberRescueAttempt bounds one registration attempt of a prober being rescued.
+const proberRescueAttempt = time.Second
+
+// rescueProber registers one prober again until some prober is registered outside the faulted nodes.
+func (u *UE) rescueProber(q *Phone, hit map[string]bool) {
+	ctx := u.runCtx
+	for u.pickProber(hit) == nil {
+		// An attempt gives up after proberRescueAttempt: the first ones may be forwarded to the dead member
+		// and wait there for the network's timeout (7 s in the lab), where a new attempt once the network has
+		// marked it down goes to a live one.
+		actx, cancel := context.WithTimeout(ctx, proberRescueAttempt)
+		err := q.register(actx, kindProberRescue)
+		cancel()
+		if err == nil {
+			if h := q.hosts(); !hit[hostNode(h.pcscf)] && !hit[hostNode(h.scscf)] {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(proberRescueAttempt / 2):
+		}
+	}
 }
 
 // pickProber returns a registered prober that is not registered through a faulted node, or nil.

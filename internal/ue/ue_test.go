@@ -150,6 +150,62 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 			Expect(s.CallsOK+s.CallsFailed+s.MTOK+s.MTFailed).To(BeZero(), "probes are not the users' calls")
 			Expect(s.ProbesOK).To(BeNumerically(">=", 12))
 		}, SpecTimeout(20*time.Second))
+
+		It("registers the probers again when every one of them is behind the faulted node, and then probes", func(ctx SpecContext) {
+			cfg := manual()
+			cfg.Users.Count = 3
+			cfg.RingTime = 10 * time.Millisecond
+			cfg.Reachability = ue.Reachability{Interval: 50 * time.Millisecond, Confirm: 2, Probers: 2}
+			u := startUE(cfg)
+			for _, p := range append(u.Phones(), u.Probers()...) {
+				Expect(p.Register(ctx)).To(Succeed()) // everyone through pcscf1, the probers (user0004-5) too
+			}
+			fake.mu.Lock()
+			fake.pcscfOf = map[string]string{"user0004": "pcscf2", "user0005": "pcscf2"} // where they land next
+			fake.mu.Unlock()
+			Expect(u.StartReachability([]string{"pcscf1"})).To(Equal(3))
+
+			rescued := recordsWhere(u.records, func(r ue.Record) bool {
+				return r.Type == "register" && r.Kind == "prober_rescue" && r.Result == "ok"
+			})
+			Eventually(rescued).WithTimeout(5*time.Second).ShouldNot(BeEmpty(), "a prober registered again")
+			for _, r := range rescued() {
+				Expect(r.Probe).To(Equal(ue.ProbeProber), "the prober's registration, not a user's")
+				Expect(r.PCSCF).To(Equal("pcscf2.ims.test"))
+			}
+			mtOK := recordsWhere(u.records, func(r ue.Record) bool {
+				return r.Probe == ue.ProbeMT && r.Direction == "mo" && r.Result == "ok"
+			})
+			Eventually(mtOK).WithTimeout(5*time.Second).Should(HaveLen(3*2), "each affected user reached twice")
+			for _, user := range []string{"user0001", "user0002", "user0003"} {
+				regs := fake.registersOf(user)
+				Expect(regs).To(HaveLen(2), "the probed users did not register again")
+			}
+		}, SpecTimeout(20*time.Second))
+
+		It("leaves the probers alone when one of them is outside the faulted node", func(ctx SpecContext) {
+			cfg := manual()
+			cfg.Users.Count = 2
+			cfg.RingTime = 10 * time.Millisecond
+			cfg.Reachability = ue.Reachability{Interval: 50 * time.Millisecond, Confirm: 1, Probers: 2}
+			fake.mu.Lock()
+			fake.pcscfOf = map[string]string{"user0004": "pcscf2"}
+			fake.mu.Unlock()
+			u := startUE(cfg)
+			for _, p := range append(u.Phones(), u.Probers()...) {
+				Expect(p.Register(ctx)).To(Succeed())
+			}
+			Expect(u.StartReachability([]string{"pcscf1"})).To(Equal(2))
+			mtOK := recordsWhere(u.records, func(r ue.Record) bool {
+				return r.Probe == ue.ProbeMT && r.Direction == "mo" && r.Result == "ok"
+			})
+			Eventually(mtOK).WithTimeout(5 * time.Second).Should(HaveLen(2))
+			for _, r := range mtOK() {
+				Expect(r.IMPU).To(Equal("sip:user0004@ims.test"), "only the prober outside pcscf1 calls")
+			}
+			Expect(fake.registersOf("user0003")).To(HaveLen(2), "no prober registered again")
+			Expect(fake.registersOf("user0004")).To(HaveLen(2))
+		}, SpecTimeout(20*time.Second))
 	})
 
 	Context("registration", func() {
