@@ -48,6 +48,7 @@ for d in "$out"/bench/lab*-capacity-*/; do
   cp "$d/report.md" "$d/summary.json" "$out/run/" 2>/dev/null || true
 done
 rm -rf "$out/bench"
+echo "\`scripts/profile-capacity.sh --rate $rate --duration $duration\`, $(date -u +%Y-%m-%dT%H:%MZ)" >"$out/command.txt"
 fi
 ls "$out"/profiles/*.cpu.pprof >/dev/null 2>&1 || { echo "no profiles in $out/profiles" >&2; exit 1; }
 
@@ -55,7 +56,7 @@ top() { go tool pprof -top -nodecount=1000000 -nodefraction=0 -edgefraction=0 -u
 {
   echo "# CPU profile of one capacity step"
   echo
-  [ -z "$only" ] && echo "\`scripts/profile-capacity.sh --rate $rate --duration $duration\`, $(date -u +%Y-%m-%dT%H:%MZ); the step itself:"
+  [ -f "$out/command.txt" ] && echo "$(cat "$out/command.txt"); the step itself:"
   echo "[bench.md](bench.md). Profiles: \`profiles/<node>.cpu.pprof\`, each over the node's whole life."
   echo
   echo "## Per node"
@@ -113,6 +114,7 @@ top() { go tool pprof -top -nodecount=1000000 -nodefraction=0 -edgefraction=0 -u
       a["github.com/imslab/quasipool/internal/hss/store.(*DB).commit"]="HSS store commits"
     }
     { ms=$4; gsub("ms","",ms); name=$6; for (i=7;i<=NF;i++) name=name" "$i
+      sub(/ \(inline\)$/, "", name)
       if (name in a) printf "| %s | `%s` | %.2f | %.1f %% |\n", a[name], name, ms/1000, 100*ms/t }' | sort -t'|' -k4 -rn
 } >"$out/breakdown.md"
 echo "wrote $out/breakdown.md, $out/bench.md and $out/profiles/"
