@@ -103,6 +103,10 @@ type Options struct {
 	// Labels are put on every service and network ("" = none, as in the committed lab): the compose lab's owner
 	// labels (OwnerLabels), by which `imslab clean` finds the projects of crashed runs.
 	Labels map[string]string
+	// GoMaxProcs is the GOMAXPROCS every node's container gets ("" = not set: Go's default, every CPU the
+	// container may use, as in the committed lab, which is meant for any machine). The compose backend of the
+	// scenario runs sets topology.NodeGoMaxProcsSetting for the machine it runs on, as the local lab does.
+	GoMaxProcs string
 }
 
 // Bundle is a generated compose lab: the compose file and the files of its configuration directory.
@@ -344,6 +348,9 @@ func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byt
 			Command: []string{"/bin/" + string(n.Kind), "--config", path.Join(MountConfig, "config", n.Name+".yaml")}}
 		if onCore {
 			s.DNS = []string{dnsAddr} // the HSS looks nothing up, and dnsd is not on the Cx network
+		}
+		if o.GoMaxProcs != "" {
+			s.Environment = map[string]string{topology.GoMaxProcsEnv: o.GoMaxProcs}
 		}
 		switch n.Kind {
 		case topology.KindDNS:

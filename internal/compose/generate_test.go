@@ -19,11 +19,12 @@ import (
 // composeDoc is the part of a compose file the specs check.
 type composeDoc struct {
 	Services map[string]struct {
-		Image         string   `yaml:"image"`
-		ContainerName string   `yaml:"container_name"`
-		Command       []string `yaml:"command"`
-		Volumes       []string `yaml:"volumes"`
-		DNS           []string `yaml:"dns"`
+		Image         string            `yaml:"image"`
+		ContainerName string            `yaml:"container_name"`
+		Environment   map[string]string `yaml:"environment"`
+		Command       []string          `yaml:"command"`
+		Volumes       []string          `yaml:"volumes"`
+		DNS           []string          `yaml:"dns"`
 		Networks      map[string]struct {
 			IPv4 string `yaml:"ipv4_address"`
 		} `yaml:"networks"`
@@ -65,6 +66,21 @@ var _ = Describe("the generated compose lab", func() {
 		b, err = compose.Generate(topology.Default(), compose.DefaultOptions())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(yaml.Unmarshal(b.Compose, &doc)).To(Succeed())
+	})
+
+	It("gives every node's container the GOMAXPROCS it is asked for, and none by default", func() {
+		for name, s := range doc.Services {
+			Expect(s.Environment).NotTo(HaveKey("GOMAXPROCS"), "%s: the committed lab is meant for any machine", name)
+		}
+		o := compose.DefaultOptions()
+		o.GoMaxProcs = "1"
+		b, err := compose.Generate(topology.Default(), o)
+		Expect(err).NotTo(HaveOccurred())
+		var d composeDoc
+		Expect(yaml.Unmarshal(b.Compose, &d)).To(Succeed())
+		for _, n := range topology.Default().Nodes() {
+			Expect(d.Services[n.Name].Environment).To(HaveKeyWithValue("GOMAXPROCS", "1"), n.Name)
+		}
 	})
 
 	It("is what is committed at the repository root (regenerate with go run ./cmd/imslab compose)", func() {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -219,7 +220,7 @@ func (l *Lab) Up(ctx context.Context) error {
 		}
 		b, err := Generate(l.cfg.Topology, Options{Subnet: subnet, Image: l.cfg.Image, ConfigDir: ".",
 			DataDir: l.cfg.RunDir, User: user, Bridge: l.bridge, Source: "the scenario's topology", Seed: l.cfg.Seed,
-			Labels: OwnerLabels(l.cfg.RunDir)})
+			Labels: OwnerLabels(l.cfg.RunDir), GoMaxProcs: l.cfg.Topology.NodeGoMaxProcsSetting(runtime.NumCPU())})
 		if err != nil {
 			return fmt.Errorf("compose lab: %w", err)
 		}

@@ -2,10 +2,12 @@ package lab_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -41,6 +43,13 @@ var _ = Describe("lab with the real dnsd and hss", Label("e2e"), func() {
 		Expect(status(l, "hss").State).To(Equal(lab.StateReady))
 		Expect(status(l, "pcscf1").State).To(Or(Equal(lab.StateSkipped), Equal(lab.StateNotBuilt)))
 		pids = append(pids, l.PID("dnsd"), l.PID("hss"))
+		By("starting each node with the lab's GOMAXPROCS, the machine's CPUs shared among the nodes")
+		want := t.NodeGoMaxProcsSetting(runtime.NumCPU())
+		for _, n := range []string{"dnsd", "hss"} {
+			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", l.PID(n)))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(strings.Split(string(env), "\x00")).To(ContainElement("GOMAXPROCS="+want), n)
+		}
 		Expect(l.RunDir() + "/bin/dnsd").To(BeAnExistingFile())
 		Expect(l.RunDir()+"/bin/pcscf").NotTo(BeAnExistingFile(), "only the selected kinds are built")
 

@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -118,6 +119,9 @@ type Lab struct {
 	net        *netns.Network // Config.Netns: the lab network (nil otherwise)
 	faults     *netfault.Set  // Config.Netns: the network faults applied (site links, scenario faults)
 
+	// goMaxProcs is the GOMAXPROCS every node starts with (topology.NodeGoMaxProcsSetting).
+	goMaxProcs string
+
 	samplerMu   sync.Mutex
 	samplerStop chan struct{} // closed to stop sampleResources (nil when it is not running)
 	samplerDone chan struct{}
@@ -207,7 +211,8 @@ func New(cfg Config, opts ...Option) (*Lab, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	l := &Lab{cfg: cfg, log: slog.Default(), events: rec, byName: map[string]*node{}, netnsCheck: netns.Check}
+	l := &Lab{cfg: cfg, log: slog.Default(), events: rec, byName: map[string]*node{}, netnsCheck: netns.Check,
+		goMaxProcs: cfg.Topology.NodeGoMaxProcsSetting(runtime.NumCPU())}
 	for _, o := range opts {
 		o(l)
 	}

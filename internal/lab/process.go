@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/imslab/quasipool/internal/netns"
+	"github.com/imslab/quasipool/internal/topology"
 )
 
 // process is one run of a node's binary.
@@ -150,6 +151,9 @@ func (l *Lab) start(ctx context.Context, n *node) error {
 		cmd = netns.Command(n.ns, n.bin, "--config", n.config)
 	}
 	cmd.Dir = l.cfg.RunDir
+	// Every node runs with the lab's GOMAXPROCS (topology.NodeGoMaxProcs: the machine's CPUs shared among the
+	// nodes), not with every CPU each.
+	cmd.Env = append(os.Environ(), topology.GoMaxProcsEnv+"="+l.goMaxProcs)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -161,7 +165,8 @@ func (l *Lab) start(ctx context.Context, n *node) error {
 	n.mu.Lock()
 	n.proc, n.paused = p, false
 	n.mu.Unlock()
-	l.events.Emit("node_start", map[string]any{"target": n.Name, "node_kind": string(n.Kind), "pid": p.pid})
+	l.events.Emit("node_start", map[string]any{"target": n.Name, "node_kind": string(n.Kind), "pid": p.pid,
+		"gomaxprocs": l.goMaxProcs})
 	l.log.Info("node started", "target", n.Name, "pid", p.pid)
 	go l.reap(n, p)
 

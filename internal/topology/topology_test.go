@@ -322,3 +322,21 @@ var _ = Describe("lab population", Label("unit"), func() {
 		Entry("a million", 1_000_000),
 	)
 })
+
+var _ = Describe("NodeGoMaxProcs", Label("unit"), func() {
+	It("shares the machine's CPUs among the topology's nodes, at least one each", func() {
+		d := topology.Default()
+		Expect(d.Nodes()).To(HaveLen(10))
+		Expect(d.NodeGoMaxProcs(2)).To(Equal(1))
+		Expect(d.NodeGoMaxProcs(1)).To(Equal(1))
+		Expect(d.NodeGoMaxProcs(32)).To(Equal(3))
+	})
+
+	It("lets the caller's own GOMAXPROCS win", func() {
+		d := topology.Default()
+		GinkgoT().Setenv("GOMAXPROCS", "")
+		Expect(d.NodeGoMaxProcsSetting(64)).To(Equal("6"))
+		GinkgoT().Setenv("GOMAXPROCS", "4")
+		Expect(d.NodeGoMaxProcsSetting(64)).To(Equal("4"))
+	})
+})
