@@ -9,6 +9,7 @@
 #   - by activity, over all nodes: samples with a given function anywhere on the stack (cum; these overlap).
 #
 #   scripts/profile-capacity.sh [--rate 120] [--duration 30s] [--out DIR] [--bin-dir DIR]
+#   scripts/profile-capacity.sh --kind registration --rate 300 --duration 10s   # a registration step instead
 #   scripts/profile-capacity.sh --breakdown-only --out DIR     # only (re)write DIR/breakdown.md from DIR/profiles
 #
 # Output: DIR/bench.md and bench.json (the step, with the nodes' CPU ms per answered call), DIR/profiles/*.pprof
@@ -17,7 +18,7 @@
 # Ports: the bench's defaults (45053-45099).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rate=120 duration=30s out="docs/results/bench/profile-$(date -u +%Y-%m-%d)" bindir="" only=""
+rate=120 duration=30s out="docs/results/bench/profile-$(date -u +%Y-%m-%d)" bindir="" only="" kind=capacity
 while [ $# -gt 0 ]; do
   case $1 in
     --rate) rate=$2; shift 2 ;;
@@ -25,6 +26,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --bin-dir) bindir=$2; shift 2 ;;
     --breakdown-only) only=1; shift ;;
+    --kind) kind=$2; shift 2 ;;
     *) echo "usage: $0 [--rate 120] [--duration 30s] [--out DIR] [--bin-dir DIR]" >&2; exit 2 ;;
   esac
 done
@@ -32,7 +34,11 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 if [ -z "$only" ]; then
 rm -rf "$out/profiles"
-args=(bench --kinds capacity --call-rates "$rate" --call-duration "$duration" --out "$out/bench")
+case $kind in
+  capacity) args=(bench --kinds capacity --call-rates "$rate" --call-duration "$duration" --out "$out/bench") ;;
+  registration) args=(bench --kinds registration --reg-rates "$rate" --reg-duration "$duration" --out "$out/bench") ;;
+  *) echo "$0: --kind is capacity or registration, not $kind" >&2; exit 2 ;;
+esac
 [ -n "$bindir" ] && args+=(--bin-dir "$bindir")
 go build -o "$out/imslab.tmp" ./cmd/imslab
 set +e
@@ -42,19 +48,19 @@ set -e
 rm -f "$out/imslab.tmp"
 [ -f "$out/bench/bench.md" ] || { echo "the bench step wrote no bench.md (exit $rc); see $out/bench.log" >&2; exit 1; }
 mv "$out/bench/bench.md" "$out/bench/bench.json" "$out/"
-for d in "$out"/bench/lab*-capacity-*/; do
+for d in "$out"/bench/lab*-"$kind"-*/; do
   [ -d "$d" ] || continue
   mkdir -p "$out/run"
   cp "$d/report.md" "$d/summary.json" "$out/run/" 2>/dev/null || true
 done
 rm -rf "$out/bench"
-echo "\`scripts/profile-capacity.sh --rate $rate --duration $duration\`, $(date -u +%Y-%m-%dT%H:%MZ)" >"$out/command.txt"
+echo "\`scripts/profile-capacity.sh --kind $kind --rate $rate --duration $duration\`, $(date -u +%Y-%m-%dT%H:%MZ)" >"$out/command.txt"
 fi
 ls "$out"/profiles/*.cpu.pprof >/dev/null 2>&1 || { echo "no profiles in $out/profiles" >&2; exit 1; }
 
 top() { go tool pprof -top -nodecount=1000000 -nodefraction=0 -edgefraction=0 -unit=ms "$@" 2>/dev/null | awk 'f{print} /flat%/{f=1}'; }
 {
-  echo "# CPU profile of one capacity step"
+  echo "# CPU profile of one $kind step"
   echo
   [ -f "$out/command.txt" ] && echo "$(cat "$out/command.txt"); the step itself:"
   echo "[bench.md](bench.md). Profiles: \`profiles/<node>.cpu.pprof\`, each over the node's whole life."

@@ -198,7 +198,7 @@ var _ = Describe("imslab bench lab kinds", Label("unit"), func() {
 			`{"kind":"resource","target":"bac","t_ns":6000000000,"cpu_s":5}`,
 			`{"kind":"resource","target":"hss","t_ns":4500000000,"cpu_s":10.5}`,
 			`{"kind":"resource","target":"icscf","t_ns":5000000000,"cpu_s":9}`, // one sample: counts nothing
-			`{"kind":"resource","target":"bac","t_ns":9000000000,"cpu_s":50}`, // after it
+			`{"kind":"resource","target":"bac","t_ns":9000000000,"cpu_s":50}`,  // after it
 		}
 		Expect(os.WriteFile(filepath.Join(dir, "events", "lab.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)).To(Succeed())
 		cpu, wall := nodesCPU(dir, 2e9, 6e9)

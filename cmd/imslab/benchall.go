@@ -237,13 +237,17 @@ type registrationStep struct {
 	// RegsPerS is OK / SpanS: the registrations per second the lab completed.
 	RegsPerS float64 `json:"registrations_per_s"`
 	// PhonesCPUShare is the phones' process's CPU share over the span (as for capacity steps).
-	PhonesCPUShare float64        `json:"phones_cpu_share"`
-	FailureShare   float64        `json:"failure_share"`
-	P95Ms          float64        `json:"p95_ms"` // duration of a successful procedure (REGISTER, 401, REGISTER, 200)
-	ByCause        map[string]int `json:"by_cause,omitempty"`
-	RunDir         string         `json:"run_dir"`
-	LoadAvg        string         `json:"loadavg_after"`
-	Error          string         `json:"error,omitempty"`
+	PhonesCPUShare float64 `json:"phones_cpu_share"`
+	// NodesCPUShare and NodesCPUMsPerReg are the lab's nodes' CPU share over the span and their CPU milliseconds
+	// per successful registration (the whole digest flow through the chain, the Cx queries and the HSS's writes).
+	NodesCPUShare    float64        `json:"nodes_cpu_share"`
+	NodesCPUMsPerReg float64        `json:"nodes_cpu_ms_per_registration"`
+	FailureShare     float64        `json:"failure_share"`
+	P95Ms            float64        `json:"p95_ms"` // duration of a successful procedure (REGISTER, 401, REGISTER, 200)
+	ByCause          map[string]int `json:"by_cause,omitempty"`
+	RunDir           string         `json:"run_dir"`
+	LoadAvg          string         `json:"loadavg_after"`
+	Error            string         `json:"error,omitempty"`
 }
 
 // memoryStep is one memory point (imslab memory).
@@ -556,6 +560,12 @@ func readRegistrations(s *registrationStep) error {
 	}
 	s.P95Ms = percentile(durs, 0.95)
 	s.PhonesCPUShare = phonesCPUShare(s.RunDir, first, last)
+	if cpu, wall := nodesCPU(s.RunDir, first, last); wall > 0 {
+		s.NodesCPUShare = cpu / wall
+		if s.OK > 0 {
+			s.NodesCPUMsPerReg = cpu * 1000 / float64(s.OK)
+		}
+	}
 	return nil
 }
 
@@ -773,17 +783,17 @@ func benchLabMarkdown(b *strings.Builder, rep *benchReport) {
 	}
 	if len(rep.Registration) > 0 {
 		b.WriteString("\n## Registration: registrations/s\n\n")
-		b.WriteString("| step | rate asked (/s) | phones | n (attempts) | ok | failed | registered phones | span (s) | registrations/s | failed % | p95 (ms) | phones' CPU share | load after | provenance | error |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| step | rate asked (/s) | phones | n (attempts) | ok | failed | registered phones | span (s) | registrations/s | failed % | p95 (ms) | phones' CPU share | nodes' CPU share | nodes' CPU ms per registration | load after | provenance | error |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rep.Registration {
 			if s.Error != "" && s.Attempts == 0 {
-				fmt.Fprintf(b, "| %d | %g | %d |  |  |  |  |  |  |  |  |  | %s | %s | %s |\n", s.Step, s.RateAsked, s.Phones,
+				fmt.Fprintf(b, "| %d | %g | %d |  |  |  |  |  |  |  |  |  |  |  | %s | %s | %s |\n", s.Step, s.RateAsked, s.Phones,
 					s.LoadAvg, prov, errCell(s.Error))
 				continue
 			}
-			fmt.Fprintf(b, "| %d | %g | %d | %d | %d | %d | %d | %.1f | %.1f | %.2f | %.0f | %.0f %% | %s | %s | %s |\n", s.Step,
+			fmt.Fprintf(b, "| %d | %g | %d | %d | %d | %d | %d | %.1f | %.1f | %.2f | %.0f | %.0f %% | %.0f %% | %.2f | %s | %s | %s |\n", s.Step,
 				s.RateAsked, s.Phones, s.Attempts, s.OK, s.Failed, s.Registered, s.SpanS, s.RegsPerS, s.FailureShare*100, s.P95Ms,
-				s.PhonesCPUShare*100, s.LoadAvg, prov, errCell(s.Error))
+				s.PhonesCPUShare*100, s.NodesCPUShare*100, s.NodesCPUMsPerReg, s.LoadAvg, prov, errCell(s.Error))
 		}
 	}
 	if len(rep.Memory) > 0 {
