@@ -155,8 +155,21 @@ var _ = Describe("imslab bench lab kinds", Label("unit"), func() {
 			`{"type":"call","direction":"mo","impu":"a","result":"ok","t_ns":2000000000}`,
 		}
 		Expect(os.WriteFile(filepath.Join(dir, "records.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)).To(Succeed())
+		// The nodes' CPU over the span (1.0 s → 3.0 s): hss 2 → 2.9 s, bac 5 → 5.3 s; the phones are left out.
+		Expect(os.MkdirAll(filepath.Join(dir, "events"), 0o755)).To(Succeed())
+		samples := []string{
+			`{"kind":"resource","target":"hss","t_ns":1000000000,"cpu_s":2}`,
+			`{"kind":"resource","target":"bac","t_ns":1000000000,"cpu_s":5}`,
+			`{"kind":"resource","target":"phones","t_ns":1000000000,"cpu_s":1}`,
+			`{"kind":"resource","target":"hss","t_ns":2900000000,"cpu_s":2.9}`,
+			`{"kind":"resource","target":"bac","t_ns":2900000000,"cpu_s":5.3}`,
+			`{"kind":"resource","target":"phones","t_ns":2900000000,"cpu_s":3}`,
+		}
+		Expect(os.WriteFile(filepath.Join(dir, "events", "lab.jsonl"), []byte(strings.Join(samples, "\n")+"\n"), 0o644)).To(Succeed())
 		s := registrationStep{RunDir: dir}
 		Expect(readRegistrations(&s)).To(Succeed())
+		Expect(s.NodesCPUMsPerReg).To(BeNumerically("~", 1200.0/3, 1e-6)) // 1.2 CPU s for 3 registrations
+		Expect(s.NodesCPUShare).To(BeNumerically("~", 1.2/1.9, 1e-9))
 		Expect(s.Attempts).To(Equal(4))
 		Expect(s.OK).To(Equal(3))
 		Expect(s.Failed).To(Equal(1))
