@@ -569,21 +569,21 @@ func readRegistrations(s *registrationStep) error {
 	return nil
 }
 
-// nodesCPU is the CPU seconds all the lab's nodes used between two instants (Unix ns), each node's from its first
-// to its last resource sample in the window, and the longest such span of a node (seconds). The phones' process
-// is left out. A node restarted in the window would count from its new process's start: the capacity steps
-// restart none.
-func nodesCPU(runDir string, from, to int64) (cpuS, wallS float64) {
+// cpuSpan is one process's first and last resource sample within a window: instants (Unix ns) and CPU seconds.
+type cpuSpan struct {
+	t0, t1 int64
+	c0, c1 float64
+}
+
+// cpuSpans reads the lab's resource samples (events/lab.jsonl) between two instants (Unix ns) and returns each
+// sampled target's first and last sample in the window (none when the file cannot be read).
+func cpuSpans(runDir string, from, to int64) map[string]*cpuSpan {
+	spans := map[string]*cpuSpan{}
 	f, err := os.Open(filepath.Join(runDir, "events", "lab.jsonl"))
 	if err != nil {
-		return 0, 0
+		return spans
 	}
 	defer f.Close()
-	type span struct {
-		t0, t1 int64
-		c0, c1 float64
-	}
-	nodes := map[string]*span{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -593,19 +593,27 @@ func nodesCPU(runDir string, from, to int64) (cpuS, wallS float64) {
 			TNs    int64    `json:"t_ns"`
 			CPU    *float64 `json:"cpu_s"`
 		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Kind != "resource" || e.Target == scenario.PhonesTarget ||
-			e.Target == "" || e.CPU == nil || e.TNs < from || e.TNs > to {
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Kind != "resource" || e.Target == "" || e.CPU == nil ||
+			e.TNs < from || e.TNs > to {
 			continue
 		}
-		sp := nodes[e.Target]
+		sp := spans[e.Target]
 		if sp == nil {
-			sp = &span{t0: e.TNs, c0: *e.CPU}
-			nodes[e.Target] = sp
+			sp = &cpuSpan{t0: e.TNs, c0: *e.CPU}
+			spans[e.Target] = sp
 		}
 		sp.t1, sp.c1 = e.TNs, *e.CPU
 	}
-	for _, sp := range nodes {
-		if sp.t1 <= sp.t0 {
+	return spans
+}
+
+// nodesCPU is the CPU seconds all the lab's nodes used between two instants (Unix ns), each node's from its first
+// to its last resource sample in the window, and the longest such span of a node (seconds). The phones' process
+// is left out. A node restarted in the window would count from its new process's start: the capacity steps
+// restart none.
+func nodesCPU(runDir string, from, to int64) (cpuS, wallS float64) {
+	for target, sp := range cpuSpans(runDir, from, to) {
+		if target == scenario.PhonesTarget || sp.t1 <= sp.t0 {
 			continue
 		}
 		cpuS += sp.c1 - sp.c0
@@ -618,35 +626,11 @@ func nodesCPU(runDir string, from, to int64) (cpuS, wallS float64) {
 // two instants (Unix ns): its CPU seconds between the first and last sample in the window over their distance.
 // It is 0 when the window holds fewer than two samples (the samples come once a second).
 func phonesCPUShare(runDir string, from, to int64) float64 {
-	f, err := os.Open(filepath.Join(runDir, "events", "lab.jsonl"))
-	if err != nil {
+	sp := cpuSpans(runDir, from, to)[scenario.PhonesTarget]
+	if sp == nil || sp.t1 <= sp.t0 {
 		return 0
 	}
-	defer f.Close()
-	var t0, t1 int64
-	var c0, c1 float64
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e struct {
-			Kind   string   `json:"kind"`
-			Target string   `json:"target"`
-			TNs    int64    `json:"t_ns"`
-			CPU    *float64 `json:"cpu_s"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Kind != "resource" || e.Target != scenario.PhonesTarget ||
-			e.CPU == nil || e.TNs < from || e.TNs > to {
-			continue
-		}
-		if t0 == 0 {
-			t0, c0 = e.TNs, *e.CPU
-		}
-		t1, c1 = e.TNs, *e.CPU
-	}
-	if t1 <= t0 {
-		return 0
-	}
-	return (c1 - c0) / (float64(t1-t0) / 1e9)
+	return (sp.c1 - sp.c0) / (float64(sp.t1-sp.t0) / 1e9)
 }
 
 // benchTargets is the summary: each target of the issue beside what this run measured.
