@@ -151,15 +151,28 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 			Expect(s.ProbesOK).To(BeNumerically(">=", 12))
 		}, SpecTimeout(20*time.Second))
 
-		It("registers the probers again when every one of them is behind the faulted node, and then probes", func(ctx SpecContext) {
+		// registeredWithProbers starts a UE of users phones and 2 probers (probes every 50 ms, confirm in a row)
+		// and registers them all.
+		registeredWithProbers := func(ctx SpecContext, users, confirm int) running {
 			cfg := manual()
-			cfg.Users.Count = 3
+			cfg.Users.Count = users
 			cfg.RingTime = 10 * time.Millisecond
-			cfg.Reachability = ue.Reachability{Interval: 50 * time.Millisecond, Confirm: 2, Probers: 2}
+			cfg.Reachability = ue.Reachability{Interval: 50 * time.Millisecond, Confirm: confirm, Probers: 2}
 			u := startUE(cfg)
 			for _, p := range append(u.Phones(), u.Probers()...) {
-				Expect(p.Register(ctx)).To(Succeed()) // everyone through pcscf1, the probers (user0004-5) too
+				Expect(p.Register(ctx)).To(Succeed())
 			}
+			return u
+		}
+		// mtProbesOK lists the answered MT probes, on the prober's side.
+		mtProbesOK := func(u running) func() []ue.Record {
+			return recordsWhere(u.records, func(r ue.Record) bool {
+				return r.Probe == ue.ProbeMT && r.Direction == "mo" && r.Result == "ok"
+			})
+		}
+
+		It("registers the probers again when every one of them is behind the faulted node, and then probes", func(ctx SpecContext) {
+			u := registeredWithProbers(ctx, 3, 2) // everyone through pcscf1, the probers (user0004-5) too
 			fake.mu.Lock()
 			fake.pcscfOf = map[string]string{"user0004": "pcscf2", "user0005": "pcscf2"} // where they land next
 			fake.mu.Unlock()
@@ -173,9 +186,7 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 				Expect(r.Probe).To(Equal(ue.ProbeProber), "the prober's registration, not a user's")
 				Expect(r.PCSCF).To(Equal("pcscf2.ims.test"))
 			}
-			mtOK := recordsWhere(u.records, func(r ue.Record) bool {
-				return r.Probe == ue.ProbeMT && r.Direction == "mo" && r.Result == "ok"
-			})
+			mtOK := mtProbesOK(u)
 			Eventually(mtOK).WithTimeout(5*time.Second).Should(HaveLen(3*2), "each affected user reached twice")
 			for _, user := range []string{"user0001", "user0002", "user0003"} {
 				regs := fake.registersOf(user)
@@ -184,21 +195,12 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 		}, SpecTimeout(20*time.Second))
 
 		It("leaves the probers alone when one of them is outside the faulted node", func(ctx SpecContext) {
-			cfg := manual()
-			cfg.Users.Count = 2
-			cfg.RingTime = 10 * time.Millisecond
-			cfg.Reachability = ue.Reachability{Interval: 50 * time.Millisecond, Confirm: 1, Probers: 2}
 			fake.mu.Lock()
 			fake.pcscfOf = map[string]string{"user0004": "pcscf2"}
 			fake.mu.Unlock()
-			u := startUE(cfg)
-			for _, p := range append(u.Phones(), u.Probers()...) {
-				Expect(p.Register(ctx)).To(Succeed())
-			}
+			u := registeredWithProbers(ctx, 2, 1)
 			Expect(u.StartReachability([]string{"pcscf1"})).To(Equal(2))
-			mtOK := recordsWhere(u.records, func(r ue.Record) bool {
-				return r.Probe == ue.ProbeMT && r.Direction == "mo" && r.Result == "ok"
-			})
+			mtOK := mtProbesOK(u)
 			Eventually(mtOK).WithTimeout(5 * time.Second).Should(HaveLen(2))
 			for _, r := range mtOK() {
 				Expect(r.IMPU).To(Equal("sip:user0004@ims.test"), "only the prober outside pcscf1 calls")
