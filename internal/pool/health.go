@@ -111,6 +111,9 @@ type PeerState struct {
 	// ExcusedTimeouts counts transactions that got no answer while the peer answered something else after they
 	// were sent (TransactionTimedOut): the silence was further downstream, the peer stayed up.
 	ExcusedTimeouts uint64
+	// LateAnswers counts transactions answered, but later than the probe timeout after they were sent
+	// (TransactionSucceeded): proof of life, not of health, so they do not reset the probe failures.
+	LateAnswers uint64
 }
 
 // State returns "up" or "down".
@@ -150,6 +153,7 @@ type peer struct {
 	lastErr    string
 	heard      time.Time // last answer from the peer: a probe answered, a transaction answered (provisional or final)
 	excused    uint64    // timeouts not held against the peer: it answered something after the request was sent
+	late       uint64    // transactions answered later than the probe timeout (TransactionSucceeded)
 	lastRTT    time.Duration
 	rtts       []time.Duration // round trips of the answered probes since the last TakeRTTs
 }
@@ -320,12 +324,16 @@ func (h *Health) TransactionTimedOut(t Target, sent time.Time) {
 }
 
 // TransactionSucceeded is passive detection: a transaction to t got an answer that is not a failure (any final
-// response other than 408/503/504). While the peer is up this resets its consecutive probe failures: the peer
-// demonstrably answers. It does not bring a down peer back up when probing is enabled: probes set the down
-// state and only probes (SuccessesToUp of them) clear it, so a late answer to a transaction sent before the
-// failure cannot make a dead peer flap. With probing disabled nothing else could bring the peer back early, so
-// there an answer does (ReasonTransactionOK). Unknown peers stay unknown.
-func (h *Health) TransactionSucceeded(t Target) {
+// response other than 408/503/504), the peer's first response to it (provisional or final) after answeredIn.
+// While the peer is up a prompt answer resets its consecutive probe failures: the peer demonstrably answers. An
+// answer that took longer than the probe timeout does not (it is counted, PeerState.LateAnswers): a probe answered
+// that late is a failed probe, and a gray peer, alive but starved, answers every transaction late; letting those
+// answers reset the count kept such a peer up long after its probes began to fail (scenarios/gray-pcscf.yaml).
+// It does not bring a down peer back up when probing is enabled: probes set the down state and only probes
+// (SuccessesToUp of them) clear it, so a late answer to a transaction sent before the failure cannot make a dead
+// peer flap. With probing disabled nothing else could bring the peer back early, so there an answer does
+// (ReasonTransactionOK). Unknown peers stay unknown.
+func (h *Health) TransactionSucceeded(t Target, answeredIn time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p := h.peers[t.Addr]
@@ -336,6 +344,8 @@ func (h *Health) TransactionSucceeded(t Target) {
 	p.heard = now
 	h.expireLocked(p, now)
 	switch {
+	case !p.down && h.cfg.Interval > 0 && answeredIn > h.cfg.Timeout:
+		p.late++
 	case !p.down:
 		p.fails = 0
 	case h.cfg.Interval == 0:
@@ -355,6 +365,7 @@ func (h *Health) Snapshot() []PeerState {
 			Name: p.name, Addr: p.addr, Down: p.down, Since: p.since, Reason: p.reason, Watched: p.watched,
 			ConsecutiveFailures: p.fails, ConsecutiveSuccesses: p.oks,
 			Probes: p.probes, ProbeFailures: p.probeFails, LastProbeError: p.lastErr, ExcusedTimeouts: p.excused,
+			LateAnswers:  p.late,
 			LastProbeRTT: p.lastRTT,
 		})
 	}

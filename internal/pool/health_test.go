@@ -133,11 +133,38 @@ var _ = Describe("Health", Label("unit"), func() {
 		r.prober.Set(a, probeTimeout)
 		r.run()
 		r.settle(a, 1, 1)
-		r.h.TransactionSucceeded(pcscf1)
+		r.h.TransactionSucceeded(pcscf1, 20*time.Millisecond)
 		r.tick(a, 2)
 		Expect(r.h.IsDown(a)).To(BeFalse(), "the failure count was reset in between")
 		r.tick(a, 3)
 		Expect(r.h.IsDown(a)).To(BeTrue())
+	})
+
+	It("does not let answers later than the probe timeout reset the failures: a starved peer still goes down", func() {
+		// A gray failure: the peer is alive and answers everything, late. Its late answers prove it alive, not
+		// healthy; the probes that time out take it down as they would if it had been silent.
+		r := newRig(pool.HealthConfig{Interval: time.Second, Timeout: 500 * time.Millisecond, FailuresToDown: 2})
+		r.h.Watch(pcscf1)
+		r.prober.Set(a, probeTimeout)
+		r.run()
+		r.settle(a, 1, 1)
+		r.h.TransactionSucceeded(pcscf1, 1500*time.Millisecond)
+		r.tick(a, 2)
+		Expect(r.h.IsDown(a)).To(BeTrue(), "two failed probes in a row, a late answer in between")
+		Expect(r.events.PeerStates()).To(Equal([]map[string]string{
+			peerEvent("pcscf1.ims.test", a, "down", "probe_timeout")}))
+		Expect(r.h.Snapshot()).To(ConsistOf(gstruct.MatchFields(gstruct.IgnoreExtras, gstruct.Fields{
+			"Addr": Equal(a), "LateAnswers": BeEquivalentTo(1), "ConsecutiveFailures": Equal(2)})))
+
+		// An answer exactly at the timeout still counts as prompt.
+		r2 := newRig(pool.HealthConfig{Interval: time.Second, Timeout: 500 * time.Millisecond, FailuresToDown: 2})
+		r2.h.Watch(pcscf1)
+		r2.prober.Set(a, probeTimeout)
+		r2.run()
+		r2.settle(a, 1, 1)
+		r2.h.TransactionSucceeded(pcscf1, 500*time.Millisecond)
+		r2.tick(a, 2)
+		Expect(r2.h.IsDown(a)).To(BeFalse())
 	})
 
 	It("does not take down a peer that timed out on one request but answered a probe after it was sent", func() {
@@ -189,7 +216,7 @@ var _ = Describe("Health", Label("unit"), func() {
 		r.h.TransactionFailed(pcscf1, pool.StatusReason(503))
 		Expect(r.h.IsDown(a)).To(BeTrue())
 		r.h.TransactionFailed(pcscf1, pool.ReasonTimeout)
-		r.h.TransactionSucceeded(pcscf1) // a late answer to an older transaction
+		r.h.TransactionSucceeded(pcscf1, 10*time.Millisecond) // an answer to an older transaction
 		Expect(r.h.IsDown(a)).To(BeTrue())
 		Expect(r.events.PeerStates()).To(Equal([]map[string]string{
 			peerEvent("pcscf1.ims.test", a, "down", "503"),
@@ -242,7 +269,7 @@ var _ = Describe("Health", Label("unit"), func() {
 		Expect(r.h.IsDown(pcscf3.Addr)).To(BeFalse())
 
 		r.h.TransactionFailed(pcscf3, pool.ReasonTimeout)
-		r.h.TransactionSucceeded(pcscf3)
+		r.h.TransactionSucceeded(pcscf3, 10*time.Millisecond)
 		Expect(r.h.IsDown(pcscf3.Addr)).To(BeFalse())
 		Expect(r.events.PeerStates()).To(Equal([]map[string]string{
 			peerEvent("pcscf3.ims.test", pcscf3.Addr, "down", "504"),
@@ -255,7 +282,7 @@ var _ = Describe("Health", Label("unit"), func() {
 	It("treats unknown peers as up and does not learn them from answers", func() {
 		r := newRig(cfg)
 		Expect(r.h.IsDown("192.0.2.1:5060")).To(BeFalse())
-		r.h.TransactionSucceeded(pool.Target{Name: "x.ims.test", Addr: "192.0.2.1:5060"})
+		r.h.TransactionSucceeded(pool.Target{Name: "x.ims.test", Addr: "192.0.2.1:5060"}, 10*time.Millisecond)
 		Expect(r.h.Snapshot()).To(BeEmpty())
 	})
 

@@ -11,7 +11,7 @@
 //		req.SetDestination(t.Addr)
 //		// new client transaction; on 408/503/504, transport error or no answer:
 //		//   health.TransactionFailed(t, reason) and try the next candidate
-//		// on any other answer: health.TransactionSucceeded(t) and stop
+//		// on any other answer: health.TransactionSucceeded(t, time to its first response) and stop
 //	}
 //	// no candidate left: answer 503 at once
 package pool

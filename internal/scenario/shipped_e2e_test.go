@@ -834,7 +834,7 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 					Expect(e["cgroup"]).NotTo(BeADirectory(), "healed: the cgroup is removed")
 				}
 			}
-			Expect(quota).To(Equal([]int{5000, 100000}), "5 %% of the CFS period, read back from the cgroup")
+			Expect(quota).To(Equal([]int{2000, 100000}), "2 %% of the CFS period, read back from the cgroup")
 		})
 	})
 

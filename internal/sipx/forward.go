@@ -295,7 +295,8 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 		if health != nil {
 			sent = health.Now()
 		}
-		res, relayed, wasCancelled, err := f.attempt(ctx, stx, base, t, &o, cancelled)
+		var answeredIn time.Duration
+		res, relayed, wasCancelled, err := f.attempt(ctx, stx, base, t, &o, cancelled, &answeredIn)
 		out.Final, out.Relayed, out.Cancelled, out.Err = res, relayed, wasCancelled, err
 		switch {
 		case wasCancelled || relayed:
@@ -320,7 +321,7 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 			continue
 		default:
 			if health != nil {
-				health.TransactionSucceeded(t)
+				health.TransactionSucceeded(t, answeredIn)
 			}
 			return out
 		}
@@ -337,9 +338,11 @@ func failureReason(err error) string {
 	}
 }
 
-// attempt runs one client transaction to one target.
+// attempt runs one client transaction to one target. It sets *answeredIn to the time from sending the request to
+// the target's first response, provisional or final (left alone when nothing came).
 func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base *sip.Request, t pool.Target,
-	o *forwardOpts, cancelled <-chan struct{}) (final *sip.Response, relayed, wasCancelled bool, err error) {
+	o *forwardOpts, cancelled <-chan struct{}, answeredIn *time.Duration) (final *sip.Response, relayed,
+	wasCancelled bool, err error) {
 	out := base.Clone()
 	if mf := out.MaxForwards(); mf != nil {
 		mf.Dec()
@@ -386,6 +389,9 @@ func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base
 		case res, ok := <-tx.Responses():
 			if !ok {
 				continue
+			}
+			if !gotProvisional && *answeredIn == 0 {
+				*answeredIn = time.Since(start)
 			}
 			if o.onResponse != nil {
 				res = res.Clone()
