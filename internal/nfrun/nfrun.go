@@ -79,7 +79,8 @@ func Setup(cfg *topology.NodeConfig) (*Stack, error) {
 		cfg.Seed = uint64(time.Now().UnixNano()) | 1
 	}
 	hc := pool.HealthConfig{Interval: cfg.Probing.Interval, Timeout: cfg.Probing.Timeout,
-		FailuresToDown: cfg.Probing.FailuresToDown, SuccessesToUp: cfg.Probing.SuccessesToUp}
+		FailuresToDown: cfg.Probing.FailuresToDown, SuccessesToUp: cfg.Probing.SuccessesToUp,
+		NoPanic: cfg.Probing.Panic != nil && !*cfg.Probing.Panic}
 	health, err := pool.NewHealth(hc, pool.NewSIPProber(ep.Client, cfg.FQDN), pool.WithLogger(log), pool.WithEvents(rec),
 		pool.WithSeed(cfg.Seed))
 	if err != nil {
@@ -202,7 +203,7 @@ func (s *Stack) Run(ctx context.Context, node Runner) error {
 		if err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
-		g.Go(func() error { return ServeMetrics(gctx, ln, s.EP.Overload) })
+		g.Go(func() error { return ServeMetrics(gctx, ln, s.EP.Overload, s.Health) })
 	}
 	if s.Cx != nil {
 		g.Go(func() error { return s.Cx.Run(gctx) })
@@ -310,12 +311,15 @@ func NewOverload(cfg *topology.NodeConfig) *overload.Controller {
 		RetryAfter: o.RetryAfter, MaxRate: o.MaxRate, ChainTarget: o.ChainTarget, ChainHold: o.ChainHold}, h.Sum64())
 }
 
-// ServeMetrics serves the node's Prometheus metrics at /metrics on ln (the overload controller's counters, the Go
-// runtime's and the process's) until ctx ends.
-func ServeMetrics(ctx context.Context, ln net.Listener, c *overload.Controller) error {
+// ServeMetrics serves the node's Prometheus metrics at /metrics on ln (the overload controller's counters, the
+// requests its pools routed in panic, the Go runtime's and the process's) until ctx ends.
+func ServeMetrics(ctx context.Context, ln net.Listener, c *overload.Controller, h *pool.Health) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(c.Collectors()...)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "pool", Name: "panic_requests_total",
+		Help: "Requests sent to a pool whose every member was marked down, as if they were up (panic routing)."},
+		func() float64 { return float64(h.PanicRequests()) }))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

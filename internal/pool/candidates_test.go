@@ -57,7 +57,11 @@ var _ = Describe("Candidates", Label("unit"), func() {
 		Expect(h.Candidates(record, seeded(3), tried)).To(BeEmpty())
 	})
 
-	It("returns nothing when every target is down", func() {
+	It("returns nothing when every target is down and panic routing is off", func() {
+		cfg := pool.DefaultHealthConfig()
+		cfg.NoPanic = true
+		h, err := pool.NewHealth(cfg, newFakeProber(), pool.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, nil))))
+		Expect(err).NotTo(HaveOccurred())
 		for _, t := range record {
 			h.TransactionFailed(t, pool.ReasonTransportError)
 		}
@@ -65,6 +69,32 @@ var _ = Describe("Candidates", Label("unit"), func() {
 		Expect(c).NotTo(BeNil())
 		Expect(c).To(BeEmpty())
 		Expect(h.Candidates(nil, nil, nil)).To(BeEmpty())
+		Expect(h.PanicRequests()).To(BeZero())
+	})
+
+	It("routes in panic when every target is down: all of them, in order, those tried left out, and counted", func() {
+		for _, t := range record {
+			h.TransactionFailed(t, pool.ReasonTimeout)
+		}
+		for seed := range uint64(20) {
+			c := h.Candidates(record, seeded(seed), nil)
+			Expect(c).To(HaveLen(3))
+			Expect(c[0].Name).To(Equal("pcscf1.ims.test"), "RFC 2782 order, as if every member were up")
+			Expect(names(c[1:])).To(ConsistOf("pcscf2.ims.test", "pcscf3.ims.test"))
+		}
+		c := h.Candidates(record, seeded(1), map[string]bool{pcscf1.Addr: true})
+		Expect(names(c)).To(ConsistOf("pcscf2.ims.test", "pcscf3.ims.test"))
+		Expect(h.Candidates(record, seeded(1), map[string]bool{pcscf1.Addr: true, pcscf2.Addr: true,
+			pcscf3.Addr: true})).To(BeEmpty(), "every member tried: nothing left")
+		Expect(h.PanicRequests()).To(BeEquivalentTo(21))
+
+		// One member up again: no panic, the down ones are skipped as before.
+		h2, err := pool.NewHealth(pool.HealthConfig{}, newFakeProber())
+		Expect(err).NotTo(HaveOccurred())
+		h2.TransactionFailed(pcscf1, pool.ReasonTimeout)
+		h2.TransactionFailed(pcscf2, pool.ReasonTimeout)
+		Expect(names(h2.Candidates(record, seeded(1), nil))).To(Equal([]string{"pcscf3.ims.test"}))
+		Expect(h2.PanicRequests()).To(BeZero())
 	})
 
 	It("spreads a dead member's share over the survivors by weight", func() {

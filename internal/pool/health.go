@@ -43,6 +43,9 @@ type HealthConfig struct {
 	// DownHold applies only when probing is disabled: a peer taken down by a failed transaction counts as down for
 	// this long and is then tried again (default 10 s). With probing enabled only probes bring a peer back up.
 	DownHold time.Duration `yaml:"down_hold"`
+	// NoPanic turns panic routing off: with it a request whose every candidate is down is refused at once
+	// (Candidates returns nothing). By default such a request goes to all of them as if they were up (Candidates).
+	NoPanic bool `yaml:"no_panic"`
 }
 
 // Health defaults.
@@ -134,6 +137,9 @@ type Health struct {
 
 	mu      sync.Mutex
 	peers   map[string]*peer
+	panics  uint64    // requests routed in panic (Candidates), in all
+	panicN  uint64    // of which since the last pool_panic event
+	panicAt time.Time // last pool_panic event
 	running bool
 	runCtx  context.Context
 	wg      sync.WaitGroup
@@ -375,10 +381,17 @@ func (h *Health) Snapshot() []PeerState {
 
 // Candidates returns where to try a request next: targets in RFC 2782 order (Order) without the peers known to be
 // down and without those already tried (tried is keyed by Addr; nil means none). Since the order is by priority,
-// a priority whose targets are all down or tried is skipped and the next one comes first. When nothing is left
-// the result is empty: the caller answers 503 at once rather than loop. Weighted selection runs over the
-// remaining targets only, so a dead member's share goes to the survivors in proportion to their weights (Kamailio
-// dispatcher alg 11). It runs per request; rnd as for Order.
+// a priority whose targets are all down or tried is skipped and the next one comes first. Weighted selection runs
+// over the remaining targets only, so a dead member's share goes to the survivors in proportion to their weights
+// (Kamailio dispatcher alg 11). It runs per request; rnd as for Order.
+//
+// Panic routing: when every untried target is down, Candidates returns them all, in order, as if they were up
+// (Envoy's panic threshold, at zero healthy members). A node cannot tell a pool that died from a pool it cannot
+// hear in time: on a saturated machine the probes of live members miss their timeout, and refusing every request
+// once all are marked down turned an overload into a collapse (docs/performance.md, "Overload"). A request sent
+// to a dead pool fails after the forwarder's no-answer time instead of at once; one sent to a slow one is served.
+// Such requests are counted (PanicRequests) and recorded, at most once a second, as a pool_panic event. With
+// HealthConfig.NoPanic the result is empty instead, and the caller answers 503 at once.
 func (h *Health) Candidates(targets []Target, rnd *rand.Rand, tried map[string]bool) []Target {
 	out := make([]Target, 0, len(targets))
 	h.mu.Lock()
@@ -400,8 +413,44 @@ func (h *Health) Candidates(targets []Target, rnd *rand.Rand, tried map[string]b
 		}
 		out = append(out, t)
 	}
+	if len(out) == 0 && !h.cfg.NoPanic {
+		for _, t := range targets {
+			if !tried[t.Addr] {
+				out = append(out, t)
+			}
+		}
+		if len(out) > 0 {
+			h.panicLocked(out)
+		}
+	}
 	h.mu.Unlock()
 	return orderInPlace(out, rnd)
+}
+
+// panicLocked counts a request routed in panic to targets and records a pool_panic event at most once a second,
+// with the requests since the last one. h.mu is held.
+func (h *Health) panicLocked(targets []Target) {
+	h.panics++
+	h.panicN++
+	now := h.clock.Now()
+	if !h.panicAt.IsZero() && now.Sub(h.panicAt) < time.Second {
+		return
+	}
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.Name
+	}
+	slices.Sort(names)
+	h.log.Warn("every member down: trying them all (panic routing)", "members", names, "requests", h.panicN)
+	h.rec.Emit("pool_panic", map[string]any{"members": names, "requests": h.panicN})
+	h.panicAt, h.panicN = now, 0
+}
+
+// PanicRequests returns how many requests Candidates routed in panic (every candidate down) so far.
+func (h *Health) PanicRequests() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.panics
 }
 
 // peerLocked returns the peer for t, creating it (up) if needed. h.mu is held.

@@ -386,6 +386,7 @@ var _ = Describe("overload at 2× capacity", Label("e2e"), Ordered, ContinueOnFa
 		Expect(rate+m[`overload_requests_shed_total{reason="lag"}`]+m[`overload_requests_shed_total{reason="in_flight"}`]).
 			To(BeNumerically(">=", float64(shedInWindow)), "the metrics count what the events counted")
 		Expect(m).To(HaveKey("overload_lag_seconds"))
+		Expect(m).To(HaveKey("pool_panic_requests_total"), "requests routed with every pool member down are counted")
 	})
 
 	It("writes the shed load into the run's report", func() {

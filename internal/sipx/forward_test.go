@@ -69,6 +69,10 @@ func deadAddr() string {
 }
 
 func newForwarder(res pool.Resolver) (*sipx.Forwarder, *pool.Health) {
+	return newForwarderWith(res, pool.HealthConfig{})
+}
+
+func newForwarderWith(res pool.Resolver, hc pool.HealthConfig) (*sipx.Forwarder, *pool.Health) {
 	log := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 	ep, err := sipx.NewEndpoint("proxy.test", "127.0.0.1:0", log)
 	Expect(err).NotTo(HaveOccurred())
@@ -76,7 +80,7 @@ func newForwarder(res pool.Resolver) (*sipx.Forwarder, *pool.Health) {
 	DeferCleanup(cancel)
 	go func() { _ = ep.Serve(ctx) }()
 	Eventually(ep.Listening()).Should(BeClosed())
-	h, err := pool.NewHealth(pool.HealthConfig{}, pool.ProberFunc(func(context.Context, pool.Target) error { return nil }))
+	h, err := pool.NewHealth(hc, pool.ProberFunc(func(context.Context, pool.Target) error { return nil }))
 	Expect(err).NotTo(HaveOccurred())
 	return sipx.NewForwarder(ep, res, h, sipx.ForwarderConfig{NoAnswer: 300 * time.Millisecond}, nil, log, 1), h
 }
@@ -232,16 +236,37 @@ var _ = Describe("Forwarder", Label("integration"), func() {
 		Expect(ok.count()).To(BeZero(), "no double ringing")
 	})
 
-	It("answers quickly when every target is down", SpecTimeout(10*time.Second), func(sctx SpecContext) {
+	It("answers quickly when every target is down and panic routing is off", SpecTimeout(10*time.Second), func(sctx SpecContext) {
 		res := pool.NewStaticResolver().SetSRV("_sip._udp.x.ims.test",
 			pool.Target{Name: "a", Addr: deadAddr(), Priority: 1, Weight: 10})
-		f, h := newForwarder(res)
+		f, h := newForwarderWith(res, pool.HealthConfig{NoPanic: true})
 		h.TransactionFailed(pool.Target{Name: "a", Addr: mustTarget(res).Addr}, "test")
 		start := time.Now()
 		out := f.Forward(sctx, nil, message(), sipx.SRVHop("x.ims.test"))
 		Expect(out.Final).To(BeNil())
 		Expect(out.Err).To(MatchError(ContainSubstring("no reachable target")))
 		Expect(time.Since(start)).To(BeNumerically("<", 100*time.Millisecond))
+	})
+})
+
+var _ = Describe("Forwarder, panic routing", Label("integration"), func() {
+	It("sends to members all marked down, and is served by the live one among them", SpecTimeout(10*time.Second), func(sctx SpecContext) {
+		// A saturated machine: both members missed their probes and are marked down, but b still answers.
+		live := startPeer(200)
+		dead := deadAddr()
+		res := pool.NewStaticResolver().SetSRV("_sip._udp.x.ims.test",
+			pool.Target{Name: "a", Addr: dead, Priority: 1, Weight: 10},
+			pool.Target{Name: "b", Addr: live.addr, Priority: 2, Weight: 10})
+		f, h := newForwarder(res)
+		h.TransactionFailed(pool.Target{Name: "a", Addr: dead}, pool.ReasonTimeout)
+		h.TransactionFailed(pool.Target{Name: "b", Addr: live.addr}, pool.ReasonTimeout)
+		out := f.Forward(sctx, nil, message(), sipx.SRVHop("x.ims.test"))
+		Expect(out.Err).NotTo(HaveOccurred())
+		Expect(out.Final).NotTo(BeNil())
+		Expect(out.Final.StatusCode).To(Equal(200))
+		Expect(out.Attempts).To(Equal(2), "a first (priority 1, no answer), then b")
+		Expect(live.count()).To(Equal(1))
+		Expect(h.PanicRequests()).To(BeEquivalentTo(2), "both attempts routed in panic")
 	})
 })
 

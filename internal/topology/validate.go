@@ -362,6 +362,9 @@ func mergeProbing(base, o Probing) Probing {
 	if o.SuccessesToUp != 0 {
 		base.SuccessesToUp = o.SuccessesToUp
 	}
+	if o.Panic != nil {
+		base.Panic = o.Panic
+	}
 	return base
 }
 
