@@ -30,13 +30,15 @@ func generateCompose(args []string, out, errOut io.Writer) error {
 	phones := fs.Int("phones", def.Traffic.Phones, "phones of the traffic service (0 = no traffic service)")
 	rate := fs.Float64("call-rate", def.Traffic.CallRate, "calls per second of the traffic service")
 	check := fs.Bool("check", false, "write nothing; exit 1 naming the files that differ from what would be generated")
+	noHealth := fs.Bool("no-healthcheck", false, "leave the engine's healthchecks out, depends_on orders the start only "+
+		"(what a scenario run as root generates, checking readiness itself; scripts/compose-idle-cpu.sh measures the difference)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("compose: unexpected argument %q", fs.Arg(0))
 	}
-	b, err := generateBundle(*topoPath, *file, *dir, *subnet, *phones, *rate)
+	b, err := generateBundle(*topoPath, *file, *dir, *subnet, *phones, *rate, *noHealth)
 	if err != nil {
 		return err
 	}
@@ -57,7 +59,7 @@ func generateCompose(args []string, out, errOut io.Writer) error {
 
 // generateBundle generates the compose lab as `imslab compose` does with these flags. The config directory is
 // named in the compose file relative to the compose file's directory.
-func generateBundle(topoPath, file, dir, subnet string, phones int, rate float64) (*compose.Bundle, error) {
+func generateBundle(topoPath, file, dir, subnet string, phones int, rate float64, noHealthcheck bool) (*compose.Bundle, error) {
 	t := topology.Default()
 	source := "topologies/default.yaml"
 	if topoPath != "" {
@@ -75,7 +77,7 @@ func generateBundle(topoPath, file, dir, subnet string, phones int, rate float64
 	if err != nil {
 		return nil, fmt.Errorf("compose: --config-dir: %w", err)
 	}
-	o := compose.Options{Subnet: p, ConfigDir: "./" + filepath.ToSlash(rel), Source: source}
+	o := compose.Options{Subnet: p, ConfigDir: "./" + filepath.ToSlash(rel), Source: source, NoHealthcheck: noHealthcheck}
 	if phones > 0 {
 		o.Traffic = &compose.Traffic{Phones: phones, CallRate: rate}
 	}

@@ -107,6 +107,10 @@ type Options struct {
 	// container may use, as in the committed lab, which is meant for any machine). The compose backend of the
 	// scenario runs sets topology.NodeGoMaxProcsSetting for the machine it runs on, as the local lab does.
 	GoMaxProcs string
+	// NoHealthcheck leaves the engine's healthchecks out (depends_on then orders the start only): the lab of a
+	// scenario run as root checks readiness itself from inside each container's network namespace (Lab.Up),
+	// because each healthcheck is a process run in the container every 5 s for its whole life.
+	NoHealthcheck bool
 }
 
 // Bundle is a generated compose lab: the compose file and the files of its configuration directory.
@@ -330,8 +334,12 @@ func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byt
 	services := &orderedMap{}
 	healthy := func(names ...string) *orderedMap {
 		m := &orderedMap{}
+		cond := "service_healthy"
+		if o.NoHealthcheck {
+			cond = "service_started" // nothing tells healthy: the order only, readiness is the lab's (Lab.Up)
+		}
 		for _, n := range names {
-			m.set(n, condition{Condition: "service_healthy"})
+			m.set(n, condition{Condition: cond})
 		}
 		return m
 	}
@@ -352,15 +360,20 @@ func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byt
 		if o.GoMaxProcs != "" {
 			s.Environment = map[string]string{topology.GoMaxProcsEnv: o.GoMaxProcs}
 		}
+		kind, addr, domain := readiness(t, n)
+		if !o.NoHealthcheck {
+			args := []string{kind, addr}
+			if domain != "" {
+				args = append(args, domain)
+			}
+			s.Healthcheck = probe(args...)
+		}
 		switch n.Kind {
 		case topology.KindDNS:
 			// Port 53 for any uid: the lab may run as the invoking user to own its files.
 			s.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"}
-			s.Healthcheck = probe("dns", n.Listen(), t.Domain)
 		case topology.KindHSS:
-			s.Healthcheck = probe("tcp", n.Endpoint(topology.PortDiameter)) // needs no other node, not even dnsd
 		default:
-			s.Healthcheck = probe("sip", n.Listen())
 			s.DependsOn = healthy(t.DNS.Host)
 			if n.Kind == topology.KindSCSCF || n.Kind == topology.KindICSCF {
 				s.DependsOn = healthy(t.DNS.Host, t.HSS.Host)

@@ -83,6 +83,23 @@ var _ = Describe("the generated compose lab", func() {
 		}
 	})
 
+	It("leaves the engine's healthchecks out when the lab checks readiness itself, keeping the start order", func() {
+		o := compose.DefaultOptions()
+		o.NoHealthcheck = true
+		b, err := compose.Generate(topology.Default(), o)
+		Expect(err).NotTo(HaveOccurred())
+		var d composeDoc
+		Expect(yaml.Unmarshal(b.Compose, &d)).To(Succeed())
+		for name, s := range d.Services {
+			Expect(s.Healthcheck).To(BeNil(), "%s: no exec in the container every 5 s", name)
+			for dep, c := range s.DependsOn {
+				Expect(c.Condition).To(Equal("service_started"), "%s after %s: nothing would ever report healthy", name, dep)
+			}
+		}
+		Expect(d.Services["scscf1"].DependsOn).To(HaveKey("hss"))
+		Expect(d.Services["scscf1"].DependsOn).To(HaveKey("dnsd"))
+	})
+
 	It("is what is committed at the repository root (regenerate with go run ./cmd/imslab compose)", func() {
 		repo := repoRoot()
 		Expect(b.Stale(filepath.Join(repo, compose.CommittedFile), filepath.Join(repo, compose.CommittedDir))).To(BeEmpty())

@@ -47,6 +47,9 @@ type Config struct {
 	Seed int64
 	// NoCapture turns off the packet capture of the lab networks (<run-dir>/capture.pcap, with dumpcap).
 	NoCapture bool
+	// EngineHealthchecks keeps the engine's healthchecks, which a lab run as root otherwise replaces by its own
+	// readiness check (selfReady).
+	EngineHealthchecks bool
 }
 
 // Lab is a topology run as containers of one compose project, controlled for fault injection. Its methods
@@ -67,6 +70,12 @@ type Lab struct {
 	up         bool
 	nets       map[string]*nodeNet // network faults by node, in the container's current namespace (netfaults.go)
 	slowed     map[string]bool     // nodes whose container Throttle slowed (cpu.go)
+	// selfReady: the containers have no healthcheck, and the lab checks each node ready itself, from inside the
+	// container's network namespace (ProbeIn), once at start and after a restart. Each engine healthcheck runs a
+	// process in its container (a runc exec) every 5 s for the container's whole life: an idle lab of twelve
+	// containers spent a quarter of a 2-core machine on them (docs/results.md, "Network faults"). Needs root
+	// (setns); without it the engine's healthchecks are kept.
+	selfReady bool
 }
 
 // Option configures optional collaborators.
@@ -117,7 +126,8 @@ func New(cfg Config, opts ...Option) (*Lab, error) {
 		return nil, fmt.Errorf("compose lab: %w", err)
 	}
 	l := &Lab{cfg: cfg, log: slog.Default(), events: rec, engine: eng, bridge: "ims-" + id,
-		compose: filepath.Join(cfg.RunDir, "compose", "docker-compose.yml"), ops: map[string]*sync.Mutex{}}
+		compose: filepath.Join(cfg.RunDir, "compose", "docker-compose.yml"), ops: map[string]*sync.Mutex{},
+		selfReady: os.Geteuid() == 0 && !cfg.EngineHealthchecks}
 	for _, o := range opts {
 		o(l)
 	}
@@ -220,7 +230,8 @@ func (l *Lab) Up(ctx context.Context) error {
 		}
 		b, err := Generate(l.cfg.Topology, Options{Subnet: subnet, Image: l.cfg.Image, ConfigDir: ".",
 			DataDir: l.cfg.RunDir, User: user, Bridge: l.bridge, Source: "the scenario's topology", Seed: l.cfg.Seed,
-			Labels: OwnerLabels(l.cfg.RunDir), GoMaxProcs: l.cfg.Topology.NodeGoMaxProcsSetting(runtime.NumCPU())})
+			Labels: OwnerLabels(l.cfg.RunDir), GoMaxProcs: l.cfg.Topology.NodeGoMaxProcsSetting(runtime.NumCPU()),
+			NoHealthcheck: l.selfReady})
 		if err != nil {
 			return fmt.Errorf("compose lab: %w", err)
 		}
@@ -272,7 +283,17 @@ func (l *Lab) Up(ctx context.Context) error {
 			return fmt.Errorf("compose lab: service %s has no container", name)
 		}
 		in, _ := l.engine.Inspect(ctx, c.ID)
-		l.events.Emit("node_ready", map[string]any{"target": name, "pid": in.PID, "container": c.ID[:12]})
+		fields := map[string]any{"target": name, "pid": in.PID, "container": c.ID[:12]}
+		if l.selfReady {
+			began := time.Now()
+			if err := l.probeReady(ctx, name, in.PID); err != nil {
+				l.collectLogs()
+				_ = l.Down()
+				return fmt.Errorf("compose lab: %w", err)
+			}
+			fields["ready_by"], fields["ready_ms"] = "lab probe", time.Since(began).Milliseconds()
+		}
+		l.events.Emit("node_ready", fields)
 	}
 	if err := l.applyLinks(ctx, ""); err != nil {
 		_ = l.Down()
@@ -514,11 +535,39 @@ func (l *Lab) Start(ctx context.Context, name string) error {
 
 func (l *Lab) waitReady(ctx context.Context, name, id string) error {
 	began := time.Now()
+	// Without a healthcheck (selfReady) this waits for the container to run; the lab's probe follows.
 	if err := l.engine.WaitHealthy(ctx, id, l.cfg.ReadyTimeout); err != nil {
 		return fmt.Errorf("compose lab: %s: %w", name, err)
 	}
 	in, _ := l.engine.Inspect(ctx, id)
-	l.events.Emit("node_ready", map[string]any{"target": name, "pid": in.PID, "ready_ms": time.Since(began).Milliseconds()})
+	fields := map[string]any{"target": name, "pid": in.PID}
+	if l.selfReady {
+		if err := l.probeReady(ctx, name, in.PID); err != nil {
+			return fmt.Errorf("compose lab: %w", err)
+		}
+		fields["ready_by"] = "lab probe"
+	}
+	fields["ready_ms"] = time.Since(began).Milliseconds()
+	l.events.Emit("node_ready", fields)
+	return nil
+}
+
+// probeReady probes node name, whose container's init process is pid, from inside its network namespace every
+// 200 ms until it answers as readiness says (the probe the engine's healthcheck would run) or ReadyTimeout passes.
+func (l *Lab) probeReady(ctx context.Context, name string, pid int) error {
+	n, ok := l.bundle.Topology.Node(name)
+	if !ok {
+		return fmt.Errorf("%s: not a node of the topology", name)
+	}
+	if pid <= 0 {
+		return fmt.Errorf("%s: its container has no process", name)
+	}
+	kind, addr, domain := readiness(l.bundle.Topology, n)
+	if err := waitProbe(ctx, l.cfg.ReadyTimeout, func() error {
+		return ProbeIn(pid, kind, addr, domain, time.Second)
+	}); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
 	return nil
 }
 

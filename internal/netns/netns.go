@@ -666,7 +666,13 @@ func run(ctx context.Context, name string, args ...string) (string, error) {
 // after Do returns (their traffic goes through its interfaces), which lets a test send from one namespace to
 // another without a helper program.
 func Do(ns string, fn func() error) error {
-	target, err := os.Open(filepath.Join("/run/netns", ns))
+	return DoPath(filepath.Join("/run/netns", ns), fn)
+}
+
+// DoPath is Do for the namespace at path, such as /proc/PID/ns/net (a container's init process).
+func DoPath(path string, fn func() error) error {
+	ns := path
+	target, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("netns: %w", err)
 	}
