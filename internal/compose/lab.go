@@ -564,7 +564,7 @@ func (l *Lab) probeReady(ctx context.Context, name string, pid int) error {
 	}
 	kind, addr, domain := readiness(l.bundle.Topology, n)
 	if err := waitProbe(ctx, l.cfg.ReadyTimeout, func() error {
-		return ProbeIn(pid, kind, addr, domain, time.Second)
+		return ProbeIn(fmt.Sprintf("/proc/%d/ns/net", pid), kind, addr, domain, time.Second)
 	}); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}

@@ -48,12 +48,12 @@ func Probe(kind, addr, domain string, timeout time.Duration) error {
 	return nil
 }
 
-// ProbeIn is Probe from inside the network namespace of process pid (a container's init process): the lab's
-// readiness check of a container without the engine's healthcheck, which runs a process in the container (a runc
-// exec) every few seconds for its whole life. The host has no address on the core and Cx networks (Generate), so
-// the check enters the container's namespace, as the network faults do. Needs root.
-func ProbeIn(pid int, kind, addr, domain string, timeout time.Duration) error {
-	return netns.DoPath(fmt.Sprintf("/proc/%d/ns/net", pid), func() error {
+// ProbeIn is Probe from inside the network namespace at nsPath (/proc/<pid>/ns/net of a container's init
+// process): the lab's readiness check of a container without the engine's healthcheck, which runs a process in
+// the container (a runc exec) every few seconds for its whole life. The host has no address on the core and Cx
+// networks (Generate), so the check enters the container's namespace, as the network faults do. Needs root.
+func ProbeIn(nsPath, kind, addr, domain string, timeout time.Duration) error {
+	return netns.DoPath(nsPath, func() error {
 		return Probe(kind, addr, domain, timeout)
 	})
 }
