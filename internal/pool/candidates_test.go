@@ -88,6 +88,14 @@ var _ = Describe("Candidates", Label("unit"), func() {
 			pcscf3.Addr: true})).To(BeEmpty(), "every member tried: nothing left")
 		Expect(h.PanicRequests()).To(BeEquivalentTo(21))
 
+		// A member up, already tried (it failed the request): no panic, the dead ones are not tried.
+		h3, err := pool.NewHealth(pool.HealthConfig{}, newFakeProber())
+		Expect(err).NotTo(HaveOccurred())
+		h3.TransactionFailed(pcscf1, pool.ReasonTimeout)
+		h3.TransactionFailed(pcscf2, pool.ReasonTimeout)
+		Expect(h3.Candidates(record, seeded(1), map[string]bool{pcscf3.Addr: true})).To(BeEmpty())
+		Expect(h3.PanicRequests()).To(BeZero())
+
 		// One member up again: no panic, the down ones are skipped as before.
 		h2, err := pool.NewHealth(pool.HealthConfig{}, newFakeProber())
 		Expect(err).NotTo(HaveOccurred())

@@ -385,8 +385,10 @@ func (h *Health) Snapshot() []PeerState {
 // over the remaining targets only, so a dead member's share goes to the survivors in proportion to their weights
 // (Kamailio dispatcher alg 11). It runs per request; rnd as for Order.
 //
-// Panic routing: when every untried target is down, Candidates returns them all, in order, as if they were up
-// (Envoy's panic threshold, at zero healthy members). A node cannot tell a pool that died from a pool it cannot
+// Panic routing: when every target is down (those already tried included), Candidates returns the untried ones,
+// in order, as if they were up (Envoy's panic threshold, at zero healthy members). A set with a member up is never
+// routed in panic, even when that member was tried already: a request whose live members all failed it is not
+// sent to the dead ones (the S-CSCF's request to a user behind a dead P-CSCF would otherwise wait for it). A node cannot tell a pool that died from a pool it cannot
 // hear in time: on a saturated machine the probes of live members miss their timeout, and refusing every request
 // once all are marked down turned an overload into a collapse (docs/performance.md, "Overload"). A request sent
 // to a dead pool fails after the forwarder's no-answer time instead of at once; one sent to a slow one is served.
@@ -399,21 +401,22 @@ func (h *Health) Candidates(targets []Target, rnd *rand.Rand, tried map[string]b
 	if h.cfg.Interval == 0 {
 		now = h.clock.Now() // only hold expiry needs the time
 	}
+	anyUp := false // of all the targets, those tried included
 	for _, t := range targets {
-		if tried[t.Addr] {
-			continue
-		}
+		down := false
 		if p := h.peers[t.Addr]; p != nil {
 			if h.cfg.Interval == 0 {
 				h.expireLocked(p, now)
 			}
-			if p.down {
-				continue
-			}
+			down = p.down
+		}
+		anyUp = anyUp || !down
+		if tried[t.Addr] || down {
+			continue
 		}
 		out = append(out, t)
 	}
-	if len(out) == 0 && !h.cfg.NoPanic {
+	if !anyUp && !h.cfg.NoPanic {
 		for _, t := range targets {
 			if !tried[t.Addr] {
 				out = append(out, t)
