@@ -287,8 +287,7 @@ func (l *Lab) Up(ctx context.Context) error {
 		if l.selfReady {
 			began := time.Now()
 			if err := l.probeReady(ctx, name, in.PID); err != nil {
-				l.collectLogs()
-				_ = l.Down()
+				_ = l.Down() // collects the nodes' logs
 				return fmt.Errorf("compose lab: %w", err)
 			}
 			fields["ready_by"], fields["ready_ms"] = "lab probe", time.Since(began).Milliseconds()
