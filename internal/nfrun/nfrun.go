@@ -80,7 +80,7 @@ func Setup(cfg *topology.NodeConfig) (*Stack, error) {
 	}
 	hc := pool.HealthConfig{Interval: cfg.Probing.Interval, Timeout: cfg.Probing.Timeout,
 		FailuresToDown: cfg.Probing.FailuresToDown, SuccessesToUp: cfg.Probing.SuccessesToUp,
-		NoPanic: cfg.Probing.Panic != nil && !*cfg.Probing.Panic}
+		Panic: cfg.Probing.Panic != nil && *cfg.Probing.Panic}
 	health, err := pool.NewHealth(hc, pool.NewSIPProber(ep.Client, cfg.FQDN), pool.WithLogger(log), pool.WithEvents(rec),
 		pool.WithSeed(cfg.Seed))
 	if err != nil {

@@ -57,9 +57,9 @@ var _ = Describe("Candidates", Label("unit"), func() {
 		Expect(h.Candidates(record, seeded(3), tried)).To(BeEmpty())
 	})
 
-	It("returns nothing when every target is down and panic routing is off", func() {
+	It("returns nothing when every target is down and panic routing is off (the default)", func() {
 		cfg := pool.DefaultHealthConfig()
-		cfg.NoPanic = true
+		cfg.Panic = false
 		h, err := pool.NewHealth(cfg, newFakeProber(), pool.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, nil))))
 		Expect(err).NotTo(HaveOccurred())
 		for _, t := range record {
@@ -73,6 +73,10 @@ var _ = Describe("Candidates", Label("unit"), func() {
 	})
 
 	It("routes in panic when every target is down: all of them, in order, those tried left out, and counted", func() {
+		cfg := pool.DefaultHealthConfig()
+		cfg.Panic = true
+		h, err := pool.NewHealth(cfg, newFakeProber(), pool.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, nil))))
+		Expect(err).NotTo(HaveOccurred())
 		for _, t := range record {
 			h.TransactionFailed(t, pool.ReasonTimeout)
 		}
@@ -89,7 +93,7 @@ var _ = Describe("Candidates", Label("unit"), func() {
 		Expect(h.PanicRequests()).To(BeEquivalentTo(21))
 
 		// A member up, already tried (it failed the request): no panic, the dead ones are not tried.
-		h3, err := pool.NewHealth(pool.HealthConfig{}, newFakeProber())
+		h3, err := pool.NewHealth(pool.HealthConfig{Panic: true}, newFakeProber())
 		Expect(err).NotTo(HaveOccurred())
 		h3.TransactionFailed(pcscf1, pool.ReasonTimeout)
 		h3.TransactionFailed(pcscf2, pool.ReasonTimeout)
@@ -97,7 +101,7 @@ var _ = Describe("Candidates", Label("unit"), func() {
 		Expect(h3.PanicRequests()).To(BeZero())
 
 		// One member up again: no panic, the down ones are skipped as before.
-		h2, err := pool.NewHealth(pool.HealthConfig{}, newFakeProber())
+		h2, err := pool.NewHealth(pool.HealthConfig{Panic: true}, newFakeProber())
 		Expect(err).NotTo(HaveOccurred())
 		h2.TransactionFailed(pcscf1, pool.ReasonTimeout)
 		h2.TransactionFailed(pcscf2, pool.ReasonTimeout)

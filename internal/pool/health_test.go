@@ -259,7 +259,7 @@ var _ = Describe("Health", Label("unit"), func() {
 	})
 
 	It("holds a passive down state for DownHold when probing is disabled", func() {
-		r := newRig(pool.HealthConfig{DownHold: 5 * time.Second, NoPanic: true}) // a lone member: no panic routing
+		r := newRig(pool.HealthConfig{DownHold: 5 * time.Second, Panic: false}) // a lone member: no panic routing
 		r.h.TransactionFailed(pcscf3, pool.StatusReason(504))
 		Expect(r.h.IsDown(pcscf3.Addr)).To(BeTrue())
 		r.clk.Advance(5*time.Second - time.Millisecond)

@@ -236,10 +236,10 @@ var _ = Describe("Forwarder", Label("integration"), func() {
 		Expect(ok.count()).To(BeZero(), "no double ringing")
 	})
 
-	It("answers quickly when every target is down and panic routing is off", SpecTimeout(10*time.Second), func(sctx SpecContext) {
+	It("answers quickly when every target is down (panic routing off, the default)", SpecTimeout(10*time.Second), func(sctx SpecContext) {
 		res := pool.NewStaticResolver().SetSRV("_sip._udp.x.ims.test",
 			pool.Target{Name: "a", Addr: deadAddr(), Priority: 1, Weight: 10})
-		f, h := newForwarderWith(res, pool.HealthConfig{NoPanic: true})
+		f, h := newForwarderWith(res, pool.HealthConfig{Panic: false})
 		h.TransactionFailed(pool.Target{Name: "a", Addr: mustTarget(res).Addr}, "test")
 		start := time.Now()
 		out := f.Forward(sctx, nil, message(), sipx.SRVHop("x.ims.test"))
@@ -257,7 +257,7 @@ var _ = Describe("Forwarder, panic routing", Label("integration"), func() {
 		res := pool.NewStaticResolver().SetSRV("_sip._udp.x.ims.test",
 			pool.Target{Name: "a", Addr: dead, Priority: 1, Weight: 10},
 			pool.Target{Name: "b", Addr: live.addr, Priority: 2, Weight: 10})
-		f, h := newForwarder(res)
+		f, h := newForwarderWith(res, pool.HealthConfig{Panic: true})
 		h.TransactionFailed(pool.Target{Name: "a", Addr: dead}, pool.ReasonTimeout)
 		h.TransactionFailed(pool.Target{Name: "b", Addr: live.addr}, pool.ReasonTimeout)
 		out := f.Forward(sctx, nil, message(), sipx.SRVHop("x.ims.test"))

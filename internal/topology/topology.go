@@ -184,8 +184,8 @@ type Probing struct {
 	Timeout        time.Duration `yaml:"timeout"`
 	FailuresToDown int           `yaml:"failures_to_down"`
 	SuccessesToUp  int           `yaml:"successes_to_up"`
-	// Panic: when every member of a pool is down, send to all of them as if up (nil or true, the default) or
-	// answer 503 at once (false). pool.Health.Candidates says why.
+	// Panic: when every member of a pool is down, send to all of them as if up (true) or answer 503 at once (nil
+	// or false, the default: the quasi-pool's restoration starts from that fast failure). pool.Health.Candidates.
 	Panic *bool `yaml:"panic,omitempty"`
 }
 
