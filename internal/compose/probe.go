@@ -17,7 +17,7 @@ import (
 	"github.com/imslab/quasipool/internal/topology"
 )
 
-// Probe kinds: what answers for a node being ready (ProbeKind).
+// Probe kinds: what answers for a node being ready (readiness picks one per node).
 const (
 	ProbeSIP = "sip" // an OPTIONS over UDP answered 2xx
 	ProbeDNS = "dns" // the SRV record _sip._udp.<domain> answered NOERROR with records
