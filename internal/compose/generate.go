@@ -212,6 +212,17 @@ func trafficConfig(l *Bundle, tr *Traffic) ([]byte, error) {
 	return b, nil
 }
 
+// unresQueueBytes bounds what the kernel holds for a neighbour it cannot resolve, per interface of a node's
+// container (net.ipv4.neigh.<dev>.unres_qlen_bytes; the kernel's default is 212,992 bytes, as much as a UDP
+// socket's whole send buffer). An internal network still gives its containers a default route, through a gateway
+// that has no address on the host when the bridge inhibits IPv4 (core, Cx): nothing answers its ARP, and every
+// packet a node sends off its networks waits there, charged to the socket that sent it. A node whose SIP socket
+// sent a steady stream there (the P-CSCFs, relaying the ACKs and BYEs of a dialog whose remote target was a
+// phone's own address) filled its send buffer and stopped sending to everyone: every P-CSCF stopped answering at
+// once (docs/compose.md, "One unreachable address stalled a node"). At 16 KiB a few SIP messages wait; the rest
+// are dropped, as they would be after the failed resolution anyway.
+const unresQueueBytes = "16384"
+
 // service is one compose service, fields in the order they are written.
 type service struct {
 	Image       string            `yaml:"image"`
@@ -348,11 +359,15 @@ func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byt
 		n, _ := t.Node(name)
 		networks := &orderedMap{}
 		onCore := false
-		for _, nw := range networksOf(n.Kind) {
+		sysctls := map[string]string{}
+		for i, nw := range networksOf(n.Kind) {
 			networks.set(nw, netCfg{IPv4: addrOn(t, n, nw)})
 			onCore = onCore || nw == NetworkCore
+			// The container's interfaces are eth0, eth1, … in the order of its networks.
+			sysctls[fmt.Sprintf("net.ipv4.neigh.eth%d.unres_qlen_bytes", i)] = unresQueueBytes
 		}
 		s := service{Image: image, User: o.User, Volumes: vols, Networks: networks, StopGrace: "5s", Restart: "no",
+			Sysctls: sysctls,
 			Command: []string{"/bin/" + string(n.Kind), "--config", path.Join(MountConfig, "config", n.Name+".yaml")}}
 		if onCore {
 			s.DNS = []string{dnsAddr} // the HSS looks nothing up, and dnsd is not on the Cx network
@@ -371,7 +386,7 @@ func composeFile(t *topology.Topology, nets topology.Networks, o Options) ([]byt
 		switch n.Kind {
 		case topology.KindDNS:
 			// Port 53 for any uid: the lab may run as the invoking user to own its files.
-			s.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"}
+			s.Sysctls["net.ipv4.ip_unprivileged_port_start"] = "0"
 		case topology.KindHSS:
 		default:
 			s.DependsOn = healthy(t.DNS.Host)

@@ -1,6 +1,7 @@
 package compose_test
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -25,6 +26,7 @@ type composeDoc struct {
 		Command       []string          `yaml:"command"`
 		Volumes       []string          `yaml:"volumes"`
 		DNS           []string          `yaml:"dns"`
+		Sysctls       map[string]string `yaml:"sysctls"`
 		Networks      map[string]struct {
 			IPv4 string `yaml:"ipv4_address"`
 		} `yaml:"networks"`
@@ -98,6 +100,22 @@ var _ = Describe("the generated compose lab", func() {
 		}
 		Expect(d.Services["scscf1"].DependsOn).To(HaveKey("hss"))
 		Expect(d.Services["scscf1"].DependsOn).To(HaveKey("dnsd"))
+	})
+
+	It("bounds what each interface of a node holds for an address nobody answers ARP for, below a socket's send buffer", func() {
+		// An internal network's default route leads to a gateway with no address on the host (core, Cx): packets a
+		// node sends off its networks wait for an ARP answer that never comes, charged to the sending socket.
+		for _, n := range topology.Default().Nodes() {
+			s := doc.Services[n.Name]
+			Expect(s.Networks).NotTo(BeEmpty(), n.Name)
+			for i := range len(s.Networks) {
+				Expect(s.Sysctls).To(HaveKeyWithValue(fmt.Sprintf("net.ipv4.neigh.eth%d.unres_qlen_bytes", i), "16384"),
+					"%s: interface %d of %d", n.Name, i, len(s.Networks))
+			}
+			Expect(s.Sysctls).NotTo(HaveKey(fmt.Sprintf("net.ipv4.neigh.eth%d.unres_qlen_bytes", len(s.Networks))),
+				"%s: no interface beyond its networks (the container would not start)", n.Name)
+		}
+		Expect(doc.Services["dnsd"].Sysctls).To(HaveKeyWithValue("net.ipv4.ip_unprivileged_port_start", "0"))
 	})
 
 	It("is what is committed at the repository root (regenerate with go run ./cmd/imslab compose)", func() {

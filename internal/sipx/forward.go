@@ -165,7 +165,8 @@ type forwardOpts struct {
 }
 
 // WithResponseHook edits every response before it is relayed upstream or returned (for example an SBC
-// rewriting Contact).
+// rewriting Contact), the retransmissions of a 2xx to an INVITE included. Those come after Forward returned, on
+// the transaction layer's goroutine, one at a time, each on a copy of its own.
 func WithResponseHook(f func(res *sip.Response)) ForwardOption {
 	return func(o *forwardOpts) { o.onResponse = f }
 }
@@ -418,10 +419,19 @@ func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base
 				// RFC 6026 §7.1: the 2xx is retransmitted end to end by the callee until its ACK arrives, and
 				// a proxy forwards each retransmission upstream. The client transaction stays (Accepted, until
 				// Timer M) to catch them; without this a 2xx or an ACK lost on any hop lost the whole call.
+				// Each goes through the response hook as the first did: the BAC's hook puts the phone's token in
+				// the Contact, and a retransmission relayed unedited (the only 200 a caller got when the first
+				// was lost) leaked the phone's own address into the core as the dialog's remote target.
+				hook := o.onResponse
 				tx.OnRetransmission(func(r *sip.Response) {
-					if r.IsSuccess() {
-						f.Relay(stx, base, r)
+					if !r.IsSuccess() {
+						return
 					}
+					if hook != nil {
+						r = r.Clone()
+						hook(r)
+					}
+					f.Relay(stx, base, r)
 				})
 				keep = true
 			}
