@@ -448,6 +448,21 @@ func (l *Lab) downProject() error {
 		case <-time.After(2 * time.Second):
 		}
 	}
+	// Still refused: the engine (20.10) sometimes keeps a stale endpoint in its own store that only a restart of
+	// dockerd removes (no container, no veth left; `docker network disconnect -f` does not find it). The run's
+	// nodes are gone and their files written, so the run stands: the network is left behind, said in a warning
+	// and a lab event, and later labs take other subnets (freeSubnet skips those in use).
+	if err != nil && strings.Contains(err.Error(), "active endpoints") {
+		out, perr := exec.CommandContext(ctx, "docker", "compose", "-p", l.cfg.Project, "-f", l.compose,
+			"ps", "-a", "-q").Output()
+		if perr == nil && strings.TrimSpace(string(out)) == "" {
+			l.log.Warn("compose lab: the engine kept a network of the project with a stale endpoint; "+
+				"restart dockerd to remove it", "project", l.cfg.Project)
+			l.events.Emit("network_left", map[string]any{"project": l.cfg.Project,
+				"error": tailLines(err.Error(), 3)})
+			return nil
+		}
+	}
 	return err
 }
 
