@@ -47,10 +47,10 @@ type Config struct {
 	Seed int64
 	// NoCapture turns off the packet capture of the lab networks (<run-dir>/capture.pcap, with dumpcap).
 	NoCapture bool
-	// SelfReady replaces the engine's healthchecks by the lab's own readiness check (selfReady; root only). Off by
-	// default, also set by IMSLAB_COMPOSE_SELF_READY=1: on this 2-core machine the compose wan-latency spec failed
-	// more often with it (2 of 3 attempts against 1 of 3 without, too few to tell) and its gain is not measured.
-	SelfReady bool
+	// EngineHealthchecks keeps the engine's healthchecks even as root (also IMSLAB_COMPOSE_SELF_READY=0). By
+	// default a lab run as root checks readiness itself (selfReady): an idle lab then keeps 6.4 % of this 2-core
+	// machine busy instead of 18.6 % (medians of 5 windows, docs/results/issue11/compose-idle-cpu/idle-cpu.txt).
+	EngineHealthchecks bool
 }
 
 // Lab is a topology run as containers of one compose project, controlled for fault injection. Its methods
@@ -74,8 +74,8 @@ type Lab struct {
 	// selfReady: the containers have no healthcheck, and the lab checks each node ready itself, from inside the
 	// container's network namespace (ProbeIn), once at start and after a restart. Each engine healthcheck runs a
 	// process in its container (a runc exec) every 5 s for the container's whole life: an idle lab of twelve
-	// containers spent a quarter of a 2-core machine on them (docs/results.md, "Network faults"). Opt-in
-	// (Config.SelfReady) and root only (setns); otherwise the engine's healthchecks are kept.
+	// containers spent a fifth of a 2-core machine on them (docs/results.md, "Network faults"). Root only (setns),
+	// unless Config.EngineHealthchecks or IMSLAB_COMPOSE_SELF_READY=0; otherwise the engine's healthchecks are kept.
 	selfReady bool
 }
 
@@ -128,7 +128,7 @@ func New(cfg Config, opts ...Option) (*Lab, error) {
 	}
 	l := &Lab{cfg: cfg, log: slog.Default(), events: rec, engine: eng, bridge: "ims-" + id,
 		compose: filepath.Join(cfg.RunDir, "compose", "docker-compose.yml"), ops: map[string]*sync.Mutex{},
-		selfReady: os.Geteuid() == 0 && (cfg.SelfReady || os.Getenv("IMSLAB_COMPOSE_SELF_READY") == "1")}
+		selfReady: os.Geteuid() == 0 && !cfg.EngineHealthchecks && os.Getenv("IMSLAB_COMPOSE_SELF_READY") != "0"}
 	for _, o := range opts {
 		o(l)
 	}

@@ -200,6 +200,21 @@ func runCompose(ctx context.Context, name string, edit func(*scenario.Scenario))
 	GinkgoWriter.Println(out.String())
 	Expect(err).NotTo(HaveOccurred(), out.String())
 	Expect(o.Passed).To(BeTrue(), failedExpectations(o)+"\n"+out.String())
+	// As root the lab checks readiness itself, not the engine's healthchecks (docs/compose.md): every node's
+	// node_ready says so, and the generated project has no healthcheck.
+	if os.Geteuid() == 0 && os.Getenv("IMSLAB_COMPOSE_SELF_READY") != "0" {
+		ready := 0
+		for _, e := range readJSONL[map[string]any](filepath.Join(dir, "events", "lab.jsonl")) {
+			if e["kind"] == "node_ready" {
+				ready++
+				Expect(e["ready_by"]).To(Equal("lab probe"), "%v", e)
+			}
+		}
+		Expect(ready).To(BeNumerically(">=", len(sc.Topology.Nodes())), "a node_ready per node")
+		b, err := os.ReadFile(filepath.Join(dir, "compose", "docker-compose.yml"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(b)).NotTo(ContainSubstring("healthcheck:"))
+	}
 	return dir, sc
 }
 
