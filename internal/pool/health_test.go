@@ -128,13 +128,7 @@ var _ = Describe("Health", Label("unit"), func() {
 	})
 
 	It("treats an answered transaction as proof of life while the peer is up", func() {
-		r := newRig(pool.HealthConfig{Interval: time.Second, FailuresToDown: 2})
-		r.h.Watch(pcscf1)
-		r.prober.Set(a, probeTimeout)
-		r.run()
-		r.settle(a, 1, 1)
-		r.h.TransactionSucceeded(pcscf1, 20*time.Millisecond)
-		r.tick(a, 2)
+		r := failedOnceThenAnswered(20 * time.Millisecond)
 		Expect(r.h.IsDown(a)).To(BeFalse(), "the failure count was reset in between")
 		r.tick(a, 3)
 		Expect(r.h.IsDown(a)).To(BeTrue())
@@ -143,19 +137,7 @@ var _ = Describe("Health", Label("unit"), func() {
 	It("does not let answers later than the probe timeout reset the failures: a starved peer still goes down", func() {
 		// A gray failure: the peer is alive and answers everything, late. Its late answers prove it alive, not
 		// healthy; the probes that time out take it down as they would if it had been silent.
-		// failingWith: pcscf1's probes time out; one failed, then a transaction answered after answeredIn, then
-		// the second probe.
-		failingWith := func(answeredIn time.Duration) *healthRig {
-			r := newRig(pool.HealthConfig{Interval: time.Second, Timeout: 500 * time.Millisecond, FailuresToDown: 2})
-			r.h.Watch(pcscf1)
-			r.prober.Set(a, probeTimeout)
-			r.run()
-			r.settle(a, 1, 1)
-			r.h.TransactionSucceeded(pcscf1, answeredIn)
-			r.tick(a, 2)
-			return r
-		}
-		r := failingWith(1500 * time.Millisecond)
+		r := failedOnceThenAnswered(1500 * time.Millisecond)
 		Expect(r.h.IsDown(a)).To(BeTrue(), "two failed probes in a row, a late answer in between")
 		Expect(r.events.PeerStates()).To(Equal([]map[string]string{
 			peerEvent("pcscf1.ims.test", a, "down", "probe_timeout")}))
@@ -163,7 +145,7 @@ var _ = Describe("Health", Label("unit"), func() {
 			"Addr": Equal(a), "LateAnswers": BeEquivalentTo(1), "ConsecutiveFailures": Equal(2)})))
 
 		// An answer exactly at the timeout still counts as prompt.
-		Expect(failingWith(500 * time.Millisecond).h.IsDown(a)).To(BeFalse())
+		Expect(failedOnceThenAnswered(500 * time.Millisecond).h.IsDown(a)).To(BeFalse())
 	})
 
 	It("does not take down a peer that timed out on one request but answered a probe after it was sent", func() {
@@ -411,3 +393,18 @@ var _ = Describe("Health", Label("unit"), func() {
 			Timeout: 500 * time.Millisecond, FailuresToDown: 2, SuccessesToUp: 1, DownHold: 10 * time.Second}))
 	})
 })
+
+// failedOnceThenAnswered: pcscf1 (probe timeout 500 ms, 2 failures to down) has its probes time out; one failed,
+// then a transaction answered after answeredIn, then the second probe.
+func failedOnceThenAnswered(answeredIn time.Duration) *healthRig {
+	GinkgoHelper()
+	r := newRig(pool.HealthConfig{Interval: time.Second, Timeout: 500 * time.Millisecond, FailuresToDown: 2})
+	r.h.Watch(pcscf1)
+	a := pcscf1.Addr
+	r.prober.Set(a, probeTimeout)
+	r.run()
+	r.settle(a, 1, 1)
+	r.h.TransactionSucceeded(pcscf1, answeredIn)
+	r.tick(a, 2)
+	return r
+}
