@@ -47,10 +47,16 @@ var _ = Describe("docker compose up with the committed docker-compose.yml", Labe
 		Expect(err).NotTo(HaveOccurred())
 		Expect(compose.BuildImage(ctx, repo, compose.DefaultImage, nil)).To(Succeed())
 		project = fmt.Sprintf("imslab-e2e-%d", GinkgoRandomSeed()%100000)
+		// The committed file fixes its subnets, so a network an earlier run left behind (the engine's stale
+		// endpoint, see compose.DownProject) would refuse this one: remove those with no container first.
+		removeLeftE2ENetworks(ctx)
 		DeferCleanup(func(ctx SpecContext) {
-			out, err := dc(ctx, "down", "-v", "-t", "2")
-			Expect(err).NotTo(HaveOccurred(), out)
-		}, NodeTimeout(time.Minute))
+			res, err := compose.DownProject(ctx, project, filepath.Join(repo, compose.CommittedFile), 2*time.Second, nil)
+			Expect(err).NotTo(HaveOccurred())
+			if len(res.Left) > 0 {
+				AddReportEntry("networks the engine kept with a stale endpoint", res.Left)
+			}
+		}, NodeTimeout(2*time.Minute))
 		out, err := dc(ctx, "up", "-d", "--wait")
 		Expect(err).NotTo(HaveOccurred(), out)
 	}, NodeTimeout(5*time.Minute))
@@ -162,3 +168,24 @@ var _ = Describe("docker compose up with the committed docker-compose.yml", Labe
 		Expect(strings.Contains(logs, "pcscf1 ready")).To(BeTrue(), logs)
 	}, NodeTimeout(4*time.Minute))
 })
+
+// removeLeftE2ENetworks removes the networks of earlier runs of this spec that no container uses any more.
+func removeLeftE2ENetworks(ctx context.Context) {
+	out, err := exec.CommandContext(ctx, "docker", "network", "ls", "--filter", "label=com.docker.compose.project",
+		"--format", `{{.Name}} {{.Label "com.docker.compose.project"}}`).Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || !strings.HasPrefix(f[1], "imslab-e2e-") {
+			continue
+		}
+		used, err := exec.CommandContext(ctx, "docker", "ps", "-a", "-q", "--filter", "label=com.docker.compose.project="+f[1]).Output()
+		if err == nil && strings.TrimSpace(string(used)) == "" {
+			if out, err := exec.CommandContext(ctx, "docker", "network", "rm", f[0]).CombinedOutput(); err != nil {
+				GinkgoWriter.Printf("could not remove %s, left by an earlier run: %s\n", f[0], out)
+			}
+		}
+	}
+}

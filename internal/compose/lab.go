@@ -433,35 +433,15 @@ func (l *Lab) Down() error {
 func (l *Lab) downProject() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		// The engine (20.10) sometimes still counts an endpoint of a container it has just removed and refuses to
-		// remove the network ("has active endpoints"); a moment later it may not.
-		if err = l.docker(ctx, "down", "-v", "-t", "1", "--remove-orphans"); err == nil ||
-			!strings.Contains(err.Error(), "active endpoints") {
-			return err
-		}
-		l.log.Warn("compose lab: a network still has endpoints; removing the project again", "project", l.cfg.Project)
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(2 * time.Second):
-		}
+	// The nodes are stopped already: the removal's own stop timeout only matters for one that was not.
+	res, err := DownProject(ctx, l.cfg.Project, l.compose, time.Second, l.log)
+	if len(res.Forced) > 0 {
+		l.events.Emit("network_endpoint_forced", map[string]any{"project": l.cfg.Project, "endpoints": res.Forced})
 	}
-	// Still refused: the engine (20.10) sometimes keeps a stale endpoint in its own store that only a restart of
-	// dockerd removes (no container, no veth left; `docker network disconnect -f` does not find it). The run's
-	// nodes are gone and their files written, so the run stands: the network is left behind, said in a warning
-	// and a lab event, and later labs take other subnets (freeSubnet skips those in use).
-	if err != nil && strings.Contains(err.Error(), "active endpoints") {
-		out, perr := exec.CommandContext(ctx, "docker", "compose", "-p", l.cfg.Project, "-f", l.compose,
-			"ps", "-a", "-q").Output()
-		if perr == nil && strings.TrimSpace(string(out)) == "" {
-			l.log.Warn("compose lab: the engine kept a network of the project with a stale endpoint; "+
-				"restart dockerd to remove it", "project", l.cfg.Project)
-			l.events.Emit("network_left", map[string]any{"project": l.cfg.Project,
-				"error": tailLines(err.Error(), 3)})
-			return nil
-		}
+	if err == nil && len(res.Left) > 0 {
+		// The run's nodes are gone and their files written, so the run stands: the network is left behind,
+		// said in a warning and this event, and later labs take other subnets (freeSubnet skips those in use).
+		l.events.Emit("network_left", map[string]any{"project": l.cfg.Project, "networks": res.Left})
 	}
 	return err
 }
