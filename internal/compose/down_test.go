@@ -20,7 +20,7 @@ var _ = Describe("taking a compose lab down when the engine keeps a stale endpoi
 	// container names from $NAMES (read before the removal), `compose … ps -a -q` the containers left from $LEFT.
 	// Every call is recorded in $STATE/calls.
 	type rig struct {
-		err          error
+		err           error
 		events, calls string
 	}
 	down := func(env map[string]string) rig {
