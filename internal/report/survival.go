@@ -120,8 +120,8 @@ type Survival struct {
 	NotProbed int `json:"not_probed"`
 	// ObservedS is the observation window: from the (first) fault to the end of the run.
 	ObservedS float64 `json:"observed_s"`
-	// DetectedS is when the last node that noticed the (first) fault did (max of its time_to_detect_s): from
-	// then on every node that routes to the faulted one avoids it. BoundS is the time the design allows: DetectedS
+	// DetectedS is when the last node that noticed the first fault whose users are probed did (max of its
+	// time_to_detect_s): from then on every node that routes to the faulted one avoids it. BoundS is the time the design allows: DetectedS
 	// plus one probe interval. RestoredAtBound is the share of users whose service is restored by then
 	// (Kaplan–Meier).
 	DetectedS       float64 `json:"detected_s"`
@@ -251,8 +251,7 @@ func (a *analysis) survival(r *run) {
 	}
 	sv.MT, sv.MO, sv.Service = KaplanMeier(mtT, mtE), KaplanMeier(moT, moE), KaplanMeier(svT, svE)
 	sv.ServiceAnswered = KaplanMeier(ansT, ansE)
-	if len(a.s.Faults) > 0 {
-		f := &a.s.Faults[0]
+	if f := a.probedFault(); f != nil {
 		for _, d := range f.TimeToDetectS {
 			sv.DetectedS = max(sv.DetectedS, d)
 		}
@@ -370,4 +369,24 @@ func plotRestore(sv *Survival) (svg, png []byte, err error) {
 	}
 	png, err = out("png")
 	return svg, png, err
+}
+
+// probedFault is the fault the bound of the restoration curve counts from: the first, in time, that affected a
+// probed user. Probes follow a kill, a pause or a stop; a fault whose users are not probed (a partition between
+// other nodes before the kill, studies/risk.yaml) has no say in the bound. Nil when no probed user has a fault.
+func (a *analysis) probedFault() *Fault {
+	probed := map[string]bool{}
+	for _, u := range a.s.Users {
+		if u.Probed {
+			probed[u.Fault] = true
+		}
+	}
+	var first *Fault
+	for i := range a.s.Faults {
+		f := &a.s.Faults[i]
+		if probed[f.Target] && (first == nil || f.T0S < first.T0S) {
+			first = f
+		}
+	}
+	return first
 }

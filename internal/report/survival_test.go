@@ -128,4 +128,37 @@ var _ = Describe("Time to restore", Label("unit"), func() {
 			Expect(filepath.Join(dir, f)).To(BeAnExistingFile())
 		}
 	})
+
+	It("counts the bound from the fault whose users are probed, not from an earlier fault of other nodes", func() {
+		dir := GinkgoT().TempDir()
+		r := newRunDir(dir)
+		// A partition of pcscf2 at 5 s (its users are affected but not probed: probes follow kills), then pcscf1
+		// killed at 10 s, noticed at 11.5 s (and pcscf2 "noticed" down at 6 s by pcscf1, which probes it).
+		r.file("scenario.json", `{"name": "probe", "seed": 1, "start_ns": 1767000000000000000,
+			"end_ns": 1767000030000000000, "duration_s": 30,
+			"faults": [{"kind": "partition", "target": "pcscf2", "at_s": 5, "for_s": 0},
+			           {"kind": "kill", "target": "pcscf1", "at_s": 10, "for_s": 0}],
+			"traffic": {"phones": 2, "reachability_interval_s": 0.25}}`)
+		r.register(1, 0.1, "initial", "pcscf1", "scscf1", "ok")
+		r.register(2, 0.2, "initial", "pcscf2", "scscf2", "ok")
+		r.event("lab", "fault", 5, map[string]any{"fault": "partition", "target": "pcscf2"})
+		r.event("pcscf1", "peer_state", 6, map[string]any{"peer": "pcscf2.ims.test", "state": "down"})
+		r.event("lab", "fault", 10, map[string]any{"fault": "kill", "target": "pcscf1"})
+		r.event("bac", "peer_state", 11.5, map[string]any{"peer": "pcscf1.ims.test", "state": "down"})
+		r.records = append(r.records, map[string]any{"type": "call", "impu": impu(9001), "call_id": "p1",
+			"t_ns": at(11.6), "result": "ok", "direction": "mo", "duration_ms": 1.0, "probe": "mt",
+			"probe_user": impu(1), "setup_ms_200": 50})
+		r.write()
+		s, err := report.Build(dir)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.Faults).To(HaveLen(2))
+		Expect(s.Faults[0].TimeToDetectS).To(HaveKeyWithValue("pcscf1", 1.0), "the partition was noticed 1 s in")
+		sv := s.Survival
+		Expect(sv).NotTo(BeNil())
+		Expect(sv.Users).To(Equal(1))
+		Expect(sv.NotProbed).To(Equal(1), "pcscf2's user")
+		Expect(sv.DetectedS).To(Equal(1.5), "the kill's detection, not the partition's")
+		Expect(sv.BoundS).To(Equal(1.75))
+		Expect(sv.RestoredAtBound).To(Equal(1.0), "user 1 reachable again 1.6 s after the kill")
+	})
 })
