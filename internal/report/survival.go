@@ -121,8 +121,8 @@ type Survival struct {
 	// ObservedS is the observation window: from the (first) fault to the end of the run.
 	ObservedS float64 `json:"observed_s"`
 	// DetectedS is when the last node that noticed the first fault whose users are probed did (max of its
-	// time_to_detect_s): from then on every node that routes to the faulted one avoids it. BoundS is the time the design allows: DetectedS
-	// plus one probe interval. RestoredAtBound is the share of users whose service is restored by then
+	// time_to_detect_s): from then on every node that routes to the faulted one avoids it. BoundS is the time the
+	// design allows: DetectedS plus one probe interval. RestoredAtBound is the share of users whose service is restored by then
 	// (Kaplan–Meier).
 	DetectedS       float64 `json:"detected_s"`
 	BoundS          float64 `json:"bound_s"`

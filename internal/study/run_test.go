@@ -48,8 +48,9 @@ func fakeSummary(sc *scenario.Scenario, seed int64) *report.Summary {
 		restored = 0
 	}
 	s.Survival = &report.Survival{IntervalS: 0.25, Users: n, DetectedS: 1.6, BoundS: 1.85, RestoredAtBound: restored,
-		MT:      report.KMCurve{N: n, Points: []report.KMPoint{{TS: 0}, {TS: 1, Restored: restored}}},
-		Service: report.KMCurve{N: n, Restored: int(restored) * n, Censored: n - int(restored)*n}}
+		MT: report.KMCurve{N: n, Points: []report.KMPoint{{TS: 0}, {TS: 1, Restored: restored}}},
+		Service: report.KMCurve{N: n, Restored: int(restored) * n, Censored: n - int(restored)*n,
+			Points: []report.KMPoint{{TS: 0}, {TS: 1, Restored: restored}}}}
 	return s
 }
 
@@ -210,7 +211,7 @@ var _ = Describe("running a study", Label("unit"), func() {
 					Expect(m.Stat.P95).To(BeNil(), "fewer than 20 values: no p95 ("+m.Name+")")
 				}
 				for _, n := range []string{"affected_users", "time_to_detect_s", "mo_interruption_s", "mt_interruption_s",
-					"restored_at_bound", "mt_restored_at_bound", "restored_at_end"} {
+					"restored_at_bound", "mt_restored_at_bound", "restored_at_5s", "restored_at_end"} {
 					Expect(names).To(HaveKey(n))
 				}
 				Expect(v.Metric("mo_interruption_s").Stat.Values).To(Equal(users), "per-user KPI: one value per affected user")
@@ -219,6 +220,8 @@ var _ = Describe("running a study", Label("unit"), func() {
 		qp, ls := res.Experiments[0].Variants[0], res.Experiments[0].Variants[1]
 		Expect(qp.Metric("restored_at_bound").Stat.Mean).To(Equal(1.0))
 		Expect(ls.Metric("restored_at_bound").Stat.Mean).To(Equal(0.0))
+		Expect(qp.Metric("restored_at_5s").Stat.Mean).To(Equal(1.0), "read from the service curve at 5 s")
+		Expect(ls.Metric("restored_at_5s").Stat.Mean).To(Equal(0.0))
 		Expect(ls.Metric("mo_interruption_s").Stat.Min).To(BeNumerically(">", 30))
 		Expect(res.Provenance.Seeds).To(Equal(map[string][]int64{"p": {100, 101, 102}, "s": {200, 201}}))
 
