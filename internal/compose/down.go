@@ -49,6 +49,10 @@ func DownProject(ctx context.Context, project, file string, timeout time.Duratio
 		}
 		return nil
 	}
+	networks := func() []string {
+		n, _ := dockerLines(ctx, "network", "ls", "--filter", "label="+labelProject+"="+project, "--format", "{{.Name}}")
+		return n
+	}
 	stale := func(err error) bool { return err != nil && strings.Contains(err.Error(), "active endpoints") }
 	var err error
 	for attempt := 0; attempt < downAttempts; attempt++ {
@@ -63,7 +67,7 @@ func DownProject(ctx context.Context, project, file string, timeout time.Duratio
 		case <-time.After(downRetryWait):
 		}
 	}
-	nets, _ := dockerLines(ctx, "network", "ls", "--filter", "label="+labelProject+"="+project, "--format", "{{.Name}}")
+	nets := networks()
 	for _, n := range nets {
 		for _, c := range names {
 			if exec.CommandContext(ctx, "docker", "network", "disconnect", "-f", n, c).Run() == nil {
@@ -81,8 +85,7 @@ func DownProject(ctx context.Context, project, file string, timeout time.Duratio
 	if perr != nil || len(left) > 0 {
 		return res, err
 	}
-	res.Left, _ = dockerLines(ctx, "network", "ls", "--filter", "label="+labelProject+"="+project, "--format", "{{.Name}}")
-	if len(res.Left) == 0 {
+	if res.Left = networks(); len(res.Left) == 0 {
 		res.Left = nets
 	}
 	log.Warn("compose: the engine kept a network of the project with a stale endpoint, no container left; "+
