@@ -159,6 +159,10 @@ func (l *Lab) Build(ctx context.Context) error {
 	return nil
 }
 
+// ErrPortInUse is wrapped by the error of a lab that cannot start because a port one of its nodes listens on is
+// taken (another local lab running on the same ports, most often).
+var ErrPortInUse = errors.New("port in use")
+
 // checkPorts fails early, naming the node, when a port a node will listen on is taken (another lab running?).
 func (l *Lab) checkPorts() error {
 	if l.net != nil {
@@ -176,8 +180,8 @@ func (l *Lab) checkPorts() error {
 			addr := n.Endpoint(p.Name)
 			for _, proto := range strings.Split(p.Proto, "+") {
 				if err := tryBind(proto, addr); err != nil {
-					errs = append(errs, fmt.Errorf("lab: %s %s %s/%s is in use (another lab running?): %w",
-						n.Name, p.Name, addr, proto, err))
+					errs = append(errs, fmt.Errorf("lab: %s %s %s/%s: %w (another lab running?): %w",
+						n.Name, p.Name, addr, proto, ErrPortInUse, err))
 				}
 			}
 		}

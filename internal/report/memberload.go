@@ -118,36 +118,19 @@ func (a *analysis) memberLoad(r *run) *MemberLoad {
 			c.after++
 		}
 	}
-	type sample struct {
-		t   int64
-		cpu float64
-	}
-	samples := map[string][]sample{}
+	samples := cpuSamples(r, func(node string) bool { return pool[node] != "" })
 	rss := map[string]float64{}
 	for _, e := range r.events {
-		if e.Kind != "resource" || pool[e.Target] == "" {
-			continue
+		if e.Kind == "resource" && pool[e.Target] != "" {
+			rss[e.Target] = max(rss[e.Target], float64(e.RSSBytes)/(1<<20))
 		}
-		samples[e.Target] = append(samples[e.Target], sample{e.TNs, e.CPUS})
-		rss[e.Target] = max(rss[e.Target], float64(e.RSSBytes)/(1<<20))
 	}
-	// cpuShare is the CPU seconds per second between the first and the last sample inside [from, to) of one
-	// process (a restarted member's counter starts again: only samples after the last drop are used).
 	cpuShare := func(node string, from, to int64) *float64 {
-		var in []sample
-		for _, x := range samples[node] {
-			if x.t < from || x.t >= to {
-				continue
-			}
-			if len(in) > 0 && x.cpu < in[len(in)-1].cpu {
-				in = in[:0]
-			}
-			in = append(in, x)
-		}
-		if len(in) < 2 || in[len(in)-1].t-in[0].t < 2e9 {
+		cpu, span, ok := cpuUsed(samples[node], from, to)
+		if !ok {
 			return nil
 		}
-		v := round((in[len(in)-1].cpu - in[0].cpu) / (float64(in[len(in)-1].t-in[0].t) / 1e9))
+		v := round(cpu / (float64(span) / 1e9))
 		return &v
 	}
 	names := make([]string, 0, len(pool))
@@ -302,4 +285,44 @@ func memberLoadMarkdown(m *MemberLoad) string {
 			pl.Survivors, pl.ReqPerSBefore, pl.ReqPerSAfter, opt(pl.PeakLoadRatio, "%.2f"), opt(pl.CPUPeakRatio, "%.2f"))
 	}
 	return b.String()
+}
+
+// cpuSample is one of the lab's resource samples of a node's process: its CPU seconds so far at t.
+type cpuSample struct {
+	t   int64
+	cpu float64
+}
+
+// cpuSamples collects the resource samples of the nodes keep accepts, by node, in time order.
+func cpuSamples(r *run, keep func(node string) bool) map[string][]cpuSample {
+	out := map[string][]cpuSample{}
+	for _, e := range r.events {
+		if e.Kind == "resource" && keep(e.Target) {
+			out[e.Target] = append(out[e.Target], cpuSample{e.TNs, e.CPUS})
+		}
+	}
+	for _, xs := range out {
+		sort.SliceStable(xs, func(i, j int) bool { return xs[i].t < xs[j].t })
+	}
+	return out
+}
+
+// cpuUsed is the CPU seconds a process used between its first and its last sample inside [from, to), and the
+// time between those samples; a restarted process's counter starts again, so only the samples after the last
+// drop are used. ok is false with fewer than two samples 2 s apart.
+func cpuUsed(xs []cpuSample, from, to int64) (cpu float64, spanNs int64, ok bool) {
+	var in []cpuSample
+	for _, x := range xs {
+		if x.t < from || x.t >= to {
+			continue
+		}
+		if len(in) > 0 && x.cpu < in[len(in)-1].cpu {
+			in = in[:0]
+		}
+		in = append(in, x)
+	}
+	if len(in) < 2 || in[len(in)-1].t-in[0].t < 2e9 {
+		return 0, 0, false
+	}
+	return in[len(in)-1].cpu - in[0].cpu, in[len(in)-1].t - in[0].t, true
 }

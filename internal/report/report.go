@@ -52,6 +52,7 @@ func Build(runDir string) (*Summary, error) {
 	s.Pcap.Duplicates = dups
 	a.signalling(r, msgs)
 	s.MemberLoad = a.memberLoad(r)
+	s.Cost = a.cost(r)
 	ab := newAddressBook(r, msgs)
 
 	if err := os.MkdirAll(filepath.Join(runDir, DirPlots), 0o755); err != nil {

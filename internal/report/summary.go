@@ -49,6 +49,9 @@ type Summary struct {
 	// MemberLoad is each pool member's load before the first fault and after its takeover (absent without a
 	// fault).
 	MemberLoad *MemberLoad `json:"member_load,omitempty"`
+	// Cost is the steady-state cost per subscriber-hour and per procedure, before the first fault (absent when
+	// that window is shorter than 10 s).
+	Cost *Cost `json:"cost,omitempty"`
 
 	SetupLatencyMs SetupLatency `json:"setup_latency_ms"`
 	Calls          CallCounts   `json:"calls"`

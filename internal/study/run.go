@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/imslab/quasipool/internal/compare"
+	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
 )
@@ -343,6 +344,12 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 		if rr.Err != nil {
 			if ctx.Err() != nil {
 				return write(cfg, prov, results, fmt.Errorf("study: %s: %w", label, ctx.Err()))
+			}
+			if errors.Is(rr.Err, lab.ErrPortInUse) {
+				// Another lab holds the ports: every run after this one would fail the same way at once and be
+				// marked failed; stop instead, and let a rerun resume from this run.
+				return write(cfg, prov, results, fmt.Errorf("study: %s: %w; the study stopped here (run it "+
+					"again when the other lab is gone: it resumes from this run)", label, rr.Err))
 			}
 			failed++
 			fmt.Fprintf(out, "== %s: the run could not be carried out (a rerun of the study retries it): %v\n", label, rr.Err)

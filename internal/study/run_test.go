@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/imslab/quasipool/internal/compare"
+	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
 	"github.com/imslab/quasipool/internal/study"
@@ -316,6 +317,33 @@ var _ = Describe("running a study", Label("unit"), func() {
 		md, err := os.ReadFile(filepath.Join(out, study.FileResults))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(md)).To(ContainSubstring("| quasi-pool | 3 / 12 | 1 [1, 1]; median 1 | 1 [1, 1]; median 1 | 0.5 [0.5, 0.5]; median 0.5 |"))
+	})
+
+	It("stops at a run whose lab finds its ports taken (another lab running) instead of failing every run after it", func() {
+		p := planOf(twoExperiments(), false)
+		n := 0
+		run := func(c context.Context, sc *scenario.Scenario, dir string, seed int64) (*scenario.Outcome, *report.Summary, error) {
+			n++
+			if n == 2 {
+				return nil, nil, fmt.Errorf("scenario x: %w", fmt.Errorf("lab: dnsd dns 127.0.0.1:1053/udp: %w", lab.ErrPortInUse))
+			}
+			return f.run(c, sc, dir, seed)
+		}
+		res, err := study.Execute(context.Background(), study.Config{Plan: p, OutDir: out, Run: compare.RunFunc(run),
+			Out: log, NoFigures: true})
+		Expect(err).To(MatchError(lab.ErrPortInUse))
+		Expect(err).To(MatchError(ContainSubstring("the study stopped here")))
+		Expect(study.ExitCode(err)).To(Equal(study.ExitError))
+		Expect(n).To(Equal(2), "no run after the one that found the ports taken")
+		Expect(res.RunsDone).To(Equal(1))
+		Expect(filepath.Join(out, study.FileJSON)).To(BeAnExistingFile())
+
+		// The other lab gone, a rerun resumes from the run that stopped the study.
+		f.calls = nil
+		_, err = execute(p)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(f.calls).To(HaveLen(7))
+		Expect(f.calls[0]).To(Equal("p/load-sharing+ignore-504/rep1 100"))
 	})
 
 	It("gives a p95 only from 20 values on", func() {
