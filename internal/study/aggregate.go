@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/imslab/quasipool/internal/compare"
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
 	"github.com/imslab/quasipool/internal/stats"
+	"github.com/imslab/quasipool/internal/ue"
 )
 
 // Result is study.json.
@@ -172,6 +174,94 @@ var table1KPIs = []struct {
 		}},
 }
 
+// costKPI is a per-run KPI read from summary.json's cost.
+type costKPI struct {
+	name, unit, doc string
+	val             func(*report.Cost) *float64
+}
+
+// costKPIs are per-run values of summary.json's cost (the steady state before the first fault: docs/report.md,
+// "Cost"), Table 1's data-sync and cost rows per subscriber-hour and per procedure.
+var costKPIs = []costKPI{
+	{"cx_per_sub_hour", "Cx/sub-h", "Cx requests at the HSS per registered subscriber and hour in steady state " +
+		"(cost.per_subscriber_hour.cx), at the run's own registration period and call rate",
+		func(c *report.Cost) *float64 { return fp(c.PerSubscriberHour["cx"]) }},
+	{"cx_per_registration", "Cx", "Cx requests (UAR, MAR, SAR) per registration refresh (cost.cx_per_registration)",
+		func(c *report.Cost) *float64 { return c.CxPerRegistration }},
+	{"cx_per_call", "Cx", "LIRs per call (cost.cx_per_call)", func(c *report.Cost) *float64 { return c.CxPerCall }},
+	{"repl_msgs_per_sub_hour", "msgs/sub-h", "state-replication messages between members per subscriber and hour " +
+		"(cost.per_subscriber_hour.repl_messages)",
+		func(c *report.Cost) *float64 { return fp(c.PerSubscriberHour["repl_messages"]) }},
+	{"repl_bytes_per_sub_hour", "B/sub-h", "the same in bytes (cost.per_subscriber_hour.repl_bytes)",
+		func(c *report.Cost) *float64 { return fp(c.PerSubscriberHour["repl_bytes"]) }},
+	{"repl_per_registration", "msgs", "state-replication messages per registration refresh " +
+		"(cost.repl_per_registration)", func(c *report.Cost) *float64 { return c.ReplPerRegistration }},
+	{"cpu_ms_per_sub_hour", "CPU ms/sub-h", "CPU milliseconds of every node of the lab per subscriber and hour " +
+		"(cost.per_subscriber_hour.cpu_ms; absent without resource samples)",
+		func(c *report.Cost) *float64 { return perSubHour(c, "cpu_ms") }},
+	{"pool_cpu_ms_per_sub_hour", "CPU ms/sub-h", "the same for the P- and S-CSCF pools' members alone (standbys " +
+		"and spares included), where the schemes differ", func(c *report.Cost) *float64 { return poolCPU(c) }},
+}
+
+// OperatorProfiles are the registration periods results.md composes the per-procedure costs for (TS 24.229
+// phones refresh at half a period up to 1200 s, 600 s before the end of a longer one: ue.RefreshAfter), with
+// OperatorCallsPerHour calls placed per subscriber and hour.
+var OperatorProfiles = []time.Duration{600 * time.Second, 3600 * time.Second}
+
+// OperatorCallsPerHour is the calls per subscriber and hour of the composed profiles: about one busy-hour call
+// attempt per subscriber, a common planning figure for voice.
+const OperatorCallsPerHour = 1.0
+
+// composedKPIs returns the per-run KPIs of one operator profile: Cx and replication messages per subscriber-hour from
+// the run's per-procedure costs.
+func composedKPIs() []costKPI {
+	var out []costKPI
+	for _, p := range OperatorProfiles {
+		refreshes := float64(time.Hour) / float64(ue.RefreshAfter(p))
+		secs := int(p.Seconds())
+		out = append(out, costKPI{fmt.Sprintf("cx_per_sub_hour_%ds", secs), "Cx/sub-h", fmt.Sprintf("Cx requests per subscriber-hour "+
+			"composed for a registration period of %d s (%.2f refreshes per hour) and %g call per subscriber-hour: "+
+			"cx_per_registration × %.2f + cx_per_call × %g, from the run's own per-procedure costs", secs,
+			refreshes, OperatorCallsPerHour, refreshes, OperatorCallsPerHour),
+			func(c *report.Cost) *float64 {
+				if c.CxPerRegistration == nil || c.CxPerCall == nil {
+					return nil
+				}
+				return fp(*c.CxPerRegistration*refreshes + *c.CxPerCall*OperatorCallsPerHour)
+			}}, costKPI{fmt.Sprintf("repl_msgs_per_sub_hour_%ds", secs), "msgs/sub-h", fmt.Sprintf("state-replication messages "+
+			"per subscriber-hour composed for a registration period of %d s: repl_per_registration × %.2f "+
+			"(replication copies registrations only)", secs, refreshes),
+			func(c *report.Cost) *float64 {
+				if c.ReplPerRegistration == nil {
+					return nil
+				}
+				return fp(*c.ReplPerRegistration * refreshes)
+			}})
+	}
+	return out
+}
+
+// perSubHour returns c.PerSubscriberHour[k] or nil.
+func perSubHour(c *report.Cost, k string) *float64 {
+	if v, ok := c.PerSubscriberHour[k]; ok {
+		return fp(v)
+	}
+	return nil
+}
+
+// poolCPU is the pools' CPU ms per subscriber-hour (P-CSCFs and S-CSCFs), nil without samples.
+func poolCPU(c *report.Cost) *float64 {
+	p, okP := c.PerSubscriberHour["cpu_ms_pcscf"]
+	q, okS := c.PerSubscriberHour["cpu_ms_scscf"]
+	if !okP && !okS {
+		return nil
+	}
+	return fp(p + q)
+}
+
+// BaselineScheme is the scheme the others' pool CPU is compared with, run by run (same seed, same workload).
+const BaselineScheme = "quasi-pool"
+
 // restoredOfFault is the share of the users probed after fault k (0-based, in the summary's order) that were
 // restored by the end of the run, from summary.json's users; nil when the run has no such fault or it affected no
 // probed user. A study with two faults (studies/risk.yaml) reads each victim's users apart: restored_at_end pools
@@ -247,8 +337,18 @@ func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Res
 		if e.Base != nil {
 			er.Setup = setupOf(e.Base, vs)
 		}
+		base := map[int64]*report.Summary{}
+		for _, r := range byKey[key{e.Name, BaselineScheme}] {
+			if r.Summary != nil && r.Err == nil {
+				base[r.Seed] = r.Summary
+			}
+		}
 		for _, v := range e.Variants {
-			vr, err := aggregateVariant(e, v, byKey[key{e.Name, v}])
+			b := base
+			if v == BaselineScheme {
+				b = nil // its own runs: no comparison
+			}
+			vr, err := aggregateVariant(e, v, byKey[key{e.Name, v}], b)
 			if err != nil {
 				return nil, fmt.Errorf("study: %s/%s: %w", e.Name, v, err)
 			}
@@ -261,7 +361,9 @@ func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Res
 	return res, nil
 }
 
-func aggregateVariant(e PlannedExperiment, v string, runs []RunResult) (VariantResult, error) {
+// aggregateVariant aggregates the runs of one variant; base holds the baseline scheme's summaries of the same
+// experiment by seed (nil for the baseline itself), for the paired CPU comparison.
+func aggregateVariant(e PlannedExperiment, v string, runs []RunResult, base map[int64]*report.Summary) (VariantResult, error) {
 	vr := VariantResult{Variant: v, Pending: e.Repeat - len(runs), Seeds: []int64{}, RunDirs: []string{},
 		ElapsedS: []float64{}, Metrics: []compare.RepeatMetric{}}
 	var reps []compare.RepeatRun
@@ -338,6 +440,41 @@ func aggregateVariant(e PlannedExperiment, v string, runs []RunResult) (VariantR
 			return vr, err
 		}
 	}
+	for _, k := range append(slices.Clone(costKPIs), composedKPIs()...) {
+		err := perRun(k.name, k.unit, k.doc, func(s *report.Summary) *float64 {
+			if s.Cost == nil {
+				return nil
+			}
+			return k.val(s.Cost)
+		})
+		if err != nil {
+			return vr, err
+		}
+	}
+	if base != nil {
+		seedOf := map[*report.Summary]int64{}
+		for i, s := range sums {
+			seedOf[s] = vr.Seeds[i]
+		}
+		err := perRun("pool_cpu_extra_share", "share", "(pools' CPU − the "+BaselineScheme+"'s pools' CPU) / "+
+			"pools' CPU, run by run against the "+BaselineScheme+" run of the same seed (the same phones, calls "+
+			"and refreshes): the share of this scheme's pool CPU that the "+BaselineScheme+" does not spend "+
+			"(synchronisation, standbys and spares); negative when it spends less",
+			func(s *report.Summary) *float64 {
+				b := base[seedOf[s]]
+				if s.Cost == nil || b == nil || b.Cost == nil {
+					return nil
+				}
+				x, y := poolCPU(s.Cost), poolCPU(b.Cost)
+				if x == nil || y == nil || *x <= 0 {
+					return nil
+				}
+				return fp((*x - *y) / *x)
+			})
+		if err != nil {
+			return vr, err
+		}
+	}
 	return vr, nil
 }
 
@@ -362,7 +499,9 @@ func WriteOutputs(dir string, r *Result) error {
 // headline are the KPIs of study.md's tables, in order.
 var headline = []string{"affected_users", "time_to_detect_s", "restored_at_bound", "mt_restored_at_bound",
 	"mo_restored_at_bound", "restored_at_5s", "restored_at_end", "restored_at_end_fault1", "restored_at_end_fault2", "mo_interruption_s", "mt_interruption_s", "rereg_s", "mo_taken_over",
-	"mt_taken_over", "peak_load_ratio", "cpu_peak_ratio", "repl_msgs_per_s", "repl_bytes_per_s"}
+	"mt_taken_over", "peak_load_ratio", "cpu_peak_ratio", "repl_msgs_per_s", "repl_bytes_per_s", "cx_per_sub_hour",
+	"cx_per_registration", "cx_per_call", "repl_msgs_per_sub_hour", "repl_bytes_per_sub_hour", "repl_per_registration",
+	"cpu_ms_per_sub_hour", "pool_cpu_ms_per_sub_hour", "pool_cpu_extra_share"}
 
 // Markdown renders study.md.
 func Markdown(r *Result) string {

@@ -38,7 +38,8 @@ type Figure struct {
 }
 
 // kpiFigures are the KPIs drawn as dot plots with their CIs across the schemes.
-var kpiFigures = []string{"affected_users", "time_to_detect_s", "restored_at_bound"}
+var kpiFigures = []string{"affected_users", "time_to_detect_s", "restored_at_bound", "pool_cpu_ms_per_sub_hour",
+	"repl_bytes_per_sub_hour"}
 
 // Okabe–Ito colours (distinguishable with the common colour-vision deficiencies), one per scheme in file order.
 var schemeColours = []color.RGBA{
@@ -229,7 +230,14 @@ func WriteFigures(dir string, r *Result, results []RunResult) error {
 			}
 			er.Figures = append(er.Figures, fig)
 		}
+		faulted := false
+		for _, v := range er.Variants {
+			faulted = faulted || v.AffectedUsers > 0
+		}
 		for _, k := range kpiFigures {
+			if k == "affected_users" && !faulted {
+				continue // an experiment without a fault (studies/cost.yaml): a row of zeros says nothing
+			}
 			p, fig, err := kpiFigure(er, data, k)
 			if err != nil {
 				return err

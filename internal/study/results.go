@@ -38,6 +38,34 @@ var table1ResultsKPIs = []column{
 	{"repl_bytes_per_s", "replication B/s"},
 }
 
+// costResultsKPIs are the columns of results.md's steady-state cost table (aggregate.go, costKPIs): Table 1's
+// data-sync and cost rows per subscriber-hour at the experiment's own workload.
+var costResultsKPIs = []column{
+	{"cx_per_sub_hour", "Cx at the HSS /sub-h"},
+	{"repl_msgs_per_sub_hour", "replication msgs /sub-h"},
+	{"repl_bytes_per_sub_hour", "replication B /sub-h"},
+	{"cpu_ms_per_sub_hour", "lab CPU ms /sub-h"},
+	{"pool_cpu_ms_per_sub_hour", "pools' CPU ms /sub-h"},
+	{"pool_cpu_extra_share", "pools' CPU the " + BaselineScheme + " does not spend (same seed)"},
+}
+
+// procedureResultsKPIs are the columns of the per-procedure table, and the composed operator profiles after them.
+var procedureResultsKPIs = []column{
+	{"cx_per_registration", "Cx per refresh"},
+	{"cx_per_call", "Cx per call"},
+	{"repl_per_registration", "replication msgs per refresh"},
+}
+
+func profileResultsKPIs() []column {
+	var out []column
+	for _, p := range OperatorProfiles {
+		secs := int(p.Seconds())
+		out = append(out, column{fmt.Sprintf("cx_per_sub_hour_%ds", secs), fmt.Sprintf("Cx /sub-h at %d s", secs)},
+			column{fmt.Sprintf("repl_msgs_per_sub_hour_%ds", secs), fmt.Sprintf("replication msgs /sub-h at %d s", secs)})
+	}
+	return out
+}
+
 // figuresMarkdown lists an experiment's figures (links relative to the study's out directory).
 func figuresMarkdown(b *bytes.Buffer, e ExperimentResult) {
 	if len(e.Figures)+len(e.FigureNotes) == 0 {
@@ -87,6 +115,16 @@ func Results(r *Result) string {
 			b.WriteString("\nTable 1's redundancy and data-sync rows (a ratio is given only where a member received at " +
 				"least 1 request/s before the fault):\n\n")
 			kpiTable(&b, e, table1ResultsKPIs)
+		}
+		if hasAny(e, costResultsKPIs) {
+			b.WriteString("\nTable 1's data-sync and cost rows in steady state (t0 to the first fault, or the whole run " +
+				"without one; docs/report.md, \"Cost\"), per registered subscriber and hour at this experiment's " +
+				"registration period and call rate:\n\n")
+			kpiTable(&b, e, costResultsKPIs)
+			b.WriteString("\nPer procedure, and composed for an operator's registration periods (TS 24.229 refreshes) " +
+				fmt.Sprintf("with %g call per subscriber-hour, run by run from the run's own per-procedure costs:\n\n",
+					OperatorCallsPerHour))
+			kpiTable(&b, e, append(slices.Clone(procedureResultsKPIs), profileResultsKPIs()...))
 		}
 		b.WriteString("\n")
 		for _, f := range e.Figures {

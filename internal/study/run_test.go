@@ -291,6 +291,45 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(string(md)).To(ContainSubstring("| repl_msgs_per_s (msgs/s, per run) | 0 [0, 0]; median 0; 0–0 (n 3) | 10 [10, 10]"))
 	})
 
+	It("measures the steady-state cost per subscriber-hour and per procedure, composes it for an operator's "+
+		"registration periods, and compares the pools' CPU with the quasi-pool's run of the same seed", func() {
+		f.sum = func(sc *scenario.Scenario, seed int64, dir string) *report.Summary {
+			s := fakeSummary(sc, seed)
+			perReg, repl := 4.0, 0.0
+			pools := 1000 + float64(seed-100)*100      // the quasi-pool: 1000, 1100, 1200 for seeds 100…102
+			if strings.Contains(dir, "load-sharing") { // a pool-sync stand-in: 6 copies per refresh, 25 % more CPU
+				repl = 6
+				pools /= 0.8
+			}
+			s.Cost = &report.Cost{Registrations: 400, Calls: 10, CxPerRegistration: &perReg, CxPerCall: fp(1),
+				ReplPerRegistration: &repl, PerSubscriberHour: map[string]float64{"cx": 430, "repl_messages": 600 * repl / 6,
+					"repl_bytes": 180000 * repl / 6, "cpu_ms": pools + 1500, "cpu_ms_pcscf": pools / 2, "cpu_ms_scscf": pools / 2}}
+			return s
+		}
+		res, err := execute(planOf(twoExperiments(), false))
+		Expect(err).NotTo(HaveOccurred())
+		qp, ps := res.Experiments[0].Variants[0], res.Experiments[0].Variants[1]
+		Expect(qp.Metric("cx_per_sub_hour").Stat.Mean).To(BeNumerically("~", 430, 1e-9))
+		Expect(qp.Metric("pool_cpu_ms_per_sub_hour").Stat.Mean).To(BeNumerically("~", 1100, 1e-9))
+		Expect(ps.Metric("repl_msgs_per_sub_hour").Stat.Mean).To(BeNumerically("~", 600, 1e-9))
+		Expect(ps.Metric("repl_per_registration").Stat.Mean).To(BeNumerically("~", 6, 1e-9))
+		By("composing: 600 s refreshes every 300 s (12 per hour), 3600 s every 3000 s (1.2 per hour), 1 call per hour")
+		Expect(qp.Metric("cx_per_sub_hour_600s").Stat.Mean).To(BeNumerically("~", 4*12+1, 1e-9))
+		Expect(qp.Metric("cx_per_sub_hour_3600s").Stat.Mean).To(BeNumerically("~", 4*1.2+1, 1e-9))
+		Expect(ps.Metric("repl_msgs_per_sub_hour_600s").Stat.Mean).To(BeNumerically("~", 72, 1e-9))
+		Expect(ps.Metric("repl_msgs_per_sub_hour_3600s").Stat.Mean).To(BeNumerically("~", 7.2, 1e-9))
+		By("pairing each run with the quasi-pool's run of the same seed")
+		Expect(qp.Metric("pool_cpu_extra_share")).To(BeNil(), "the baseline is not compared with itself")
+		Expect(ps.Metric("pool_cpu_extra_share").Stat.Runs).To(Equal(3))
+		Expect(ps.Metric("pool_cpu_extra_share").Stat.Min).To(BeNumerically("~", 0.2, 1e-9))
+		Expect(ps.Metric("pool_cpu_extra_share").Stat.Max).To(BeNumerically("~", 0.2, 1e-9))
+		Expect(res.Experiments[1].Variants[0].Metric("pool_cpu_extra_share")).To(BeNil(), "no quasi-pool in experiment s")
+		b, err := os.ReadFile(filepath.Join(out, study.FileResults))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(b)).To(ContainSubstring("Table 1's data-sync and cost rows in steady state"))
+		Expect(string(b)).To(ContainSubstring("| Cx /sub-h at 600 s |"))
+	})
+
 	It("reads the users of each of two faults apart: restored_at_end_fault1 and _fault2", func() {
 		f.sum = func(sc *scenario.Scenario, seed int64, dir string) *report.Summary {
 			s := fakeSummary(sc, seed)
@@ -396,3 +435,5 @@ var _ = Describe("the fingerprint of a run", Label("unit"), func() {
 		Expect(d).NotTo(Equal(a), "another value")
 	})
 })
+
+func fp(x float64) *float64 { return &x }
