@@ -80,9 +80,14 @@ func Setup(cfg *topology.NodeConfig) (*Stack, error) {
 	}
 	hc := pool.HealthConfig{Interval: cfg.Probing.Interval, Timeout: cfg.Probing.Timeout,
 		FailuresToDown: cfg.Probing.FailuresToDown, SuccessesToUp: cfg.Probing.SuccessesToUp,
-		Panic: cfg.Probing.Panic != nil && *cfg.Probing.Panic}
+		Panic: cfg.Probing.Panic != nil && *cfg.Probing.Panic, LagExcuse: cfg.Probing.LagExcuse}
+	// self_lag events from half the probe timeout on, whether the excuse is on or not (to see a node starve).
+	lagEvent := hc.Timeout / 2
+	if hc.Timeout == 0 {
+		lagEvent = pool.DefaultProbeTimeout / 2
+	}
 	health, err := pool.NewHealth(hc, pool.NewSIPProber(ep.Client, cfg.FQDN), pool.WithLogger(log), pool.WithEvents(rec),
-		pool.WithSeed(cfg.Seed))
+		pool.WithSeed(cfg.Seed), pool.WithLag(pool.NewLagMonitor(0, rec, lagEvent)))
 	if err != nil {
 		rec.Close()
 		return nil, fmt.Errorf("probing: %w", err)

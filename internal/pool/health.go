@@ -47,6 +47,11 @@ type HealthConfig struct {
 	// (Candidates). Off by default: such a request is refused at once (Candidates returns nothing), and the
 	// quasi-pool's restoration starts from that fast failure.
 	Panic bool `yaml:"panic"`
+	// LagExcuse: a probe or transaction timeout is not held against the peer when this process's own timers ran
+	// more than LagExcuse late while it waited (WithLag: the process itself was starved of CPU, so the answer may
+	// have come and waited unread). 0 takes the default, half the Timeout; negative turns it off. Without a
+	// LagSource it does nothing.
+	LagExcuse time.Duration `yaml:"lag_excuse"`
 }
 
 // Health defaults.
@@ -94,6 +99,9 @@ func (c HealthConfig) withDefaults() HealthConfig {
 	if c.DownHold == 0 {
 		c.DownHold = DefaultDownHold
 	}
+	if c.LagExcuse == 0 {
+		c.LagExcuse = c.Timeout / 2
+	}
 	return c
 }
 
@@ -118,6 +126,9 @@ type PeerState struct {
 	// LateAnswers counts transactions answered, but later than the probe timeout after they were sent
 	// (TransactionSucceeded): proof of life, not of health, so they do not reset the probe failures.
 	LateAnswers uint64
+	// LagExcused counts probe and transaction timeouts not held against the peer because this process itself ran
+	// late while it waited (HealthConfig.LagExcuse).
+	LagExcused uint64
 }
 
 // State returns "up" or "down".
@@ -135,6 +146,7 @@ type Health struct {
 	rec    *obs.Recorder
 	clock  Clock
 	seed   uint64 // probe phases (WithSeed); 0: no phase, the first probe at once
+	lag    LagSource
 
 	mu      sync.Mutex
 	peers   map[string]*peer
@@ -161,6 +173,7 @@ type peer struct {
 	heard      time.Time // last answer from the peer: a probe answered, a transaction answered (provisional or final)
 	excused    uint64    // timeouts not held against the peer: it answered something after the request was sent
 	late       uint64    // transactions answered later than the probe timeout (TransactionSucceeded)
+	lagExcused uint64    // timeouts not held against the peer: this process ran late while it waited
 	lastRTT    time.Duration
 	rtts       []time.Duration // round trips of the answered probes since the last TakeRTTs
 }
@@ -170,6 +183,10 @@ const maxRTTWindow = 1024
 
 // HealthOption configures a Health.
 type HealthOption func(*Health)
+
+// WithLag sets the process's LagSource (HealthConfig.LagExcuse). A source with a Run(context.Context) method (a
+// *LagMonitor) is run by Health.Run.
+func WithLag(l LagSource) HealthOption { return func(h *Health) { h.lag = l } }
 
 // WithLogger sets the logger for state changes (default slog.Default()).
 func WithLogger(l *slog.Logger) HealthOption {
@@ -238,6 +255,9 @@ func (h *Health) Run(ctx context.Context) error {
 	h.running, h.runCtx = true, ctx
 	for _, p := range h.peers {
 		h.startLocked(p)
+	}
+	if r, ok := h.lag.(interface{ Run(context.Context) }); ok {
+		h.wg.Go(func() { r.Run(ctx) })
 	}
 	h.mu.Unlock()
 
@@ -320,14 +340,29 @@ func (h *Health) Heard(t Target) {
 // timeout is counted (PeerState.ExcusedTimeouts) and changes nothing. Otherwise it is TransactionFailed(t,
 // ReasonTimeout): the peer goes down at once.
 func (h *Health) TransactionTimedOut(t Target, sent time.Time) {
+	lagged := h.lagged(sent)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if p := h.peers[t.Addr]; p != nil && p.heard.After(sent) {
+	p := h.peers[t.Addr]
+	if p != nil && p.heard.After(sent) {
 		p.excused++
 		h.log.Debug("no answer, but the peer answered since: not taken down", "peer", t.Name, "addr", t.Addr)
 		return
 	}
+	if lagged {
+		if p != nil {
+			p.lagExcused++
+		}
+		h.log.Debug("no answer, but this process ran late meanwhile: not taken down", "peer", t.Name, "addr", t.Addr)
+		return
+	}
 	h.transactionFailedLocked(t, ReasonTimeout)
+}
+
+// lagged reports whether this process ran more than LagExcuse late since t (false without a LagSource or with
+// the excuse off).
+func (h *Health) lagged(t time.Time) bool {
+	return h.lag != nil && h.cfg.LagExcuse > 0 && h.lag.MaxLagSince(t) > h.cfg.LagExcuse
 }
 
 // TransactionSucceeded is passive detection: a transaction to t got an answer that is not a failure (any final
@@ -372,7 +407,7 @@ func (h *Health) Snapshot() []PeerState {
 			Name: p.name, Addr: p.addr, Down: p.down, Since: p.since, Reason: p.reason, Watched: p.watched,
 			ConsecutiveFailures: p.fails, ConsecutiveSuccesses: p.oks,
 			Probes: p.probes, ProbeFailures: p.probeFails, LastProbeError: p.lastErr, ExcusedTimeouts: p.excused,
-			LateAnswers:  p.late,
+			LateAnswers: p.late, LagExcused: p.lagExcused,
 			LastProbeRTT: p.lastRTT,
 		})
 	}
@@ -543,7 +578,7 @@ func (h *Health) probeLoop(ctx context.Context, p *peer, phase time.Duration) {
 		if ctx.Err() != nil {
 			return // shutting down: the result says nothing about the peer
 		}
-		h.probeResult(p, err, rtt)
+		h.probeResult(p, err, rtt, start)
 
 		wait := h.cfg.Interval - h.clock.Now().Sub(start)
 		if wait <= 0 {
@@ -559,7 +594,10 @@ func (h *Health) probeLoop(ctx context.Context, p *peer, phase time.Duration) {
 	}
 }
 
-func (h *Health) probeResult(p *peer, err error, rtt time.Duration) {
+// probeResult counts a probe sent at start. A probe that timed out while this process itself ran late (lagged)
+// counts neither way.
+func (h *Health) probeResult(p *peer, err error, rtt time.Duration, start time.Time) {
+	lagged := err != nil && probeReason(err) == ReasonProbeTimeout && h.lagged(start)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p.probes++
@@ -575,6 +613,11 @@ func (h *Health) probeResult(p *peer, err error, rtt time.Duration) {
 		if p.down && p.oks >= h.cfg.SuccessesToUp {
 			h.setLocked(p, false, ReasonProbeOK, h.clock.Now())
 		}
+		return
+	}
+	if lagged {
+		p.lagExcused++
+		h.log.Debug("probe timed out, but this process ran late meanwhile: not counted", "peer", p.name, "addr", p.addr)
 		return
 	}
 	p.probeFails++

@@ -388,9 +388,10 @@ var _ = Describe("Health", Label("unit"), func() {
 		h, err := pool.NewHealth(pool.HealthConfig{}, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(h.Config()).To(Equal(pool.HealthConfig{Timeout: 500 * time.Millisecond, FailuresToDown: 2,
-			SuccessesToUp: 1, DownHold: 10 * time.Second}))
+			SuccessesToUp: 1, DownHold: 10 * time.Second, LagExcuse: 250 * time.Millisecond}))
 		Expect(pool.DefaultHealthConfig()).To(Equal(pool.HealthConfig{Interval: time.Second,
-			Timeout: 500 * time.Millisecond, FailuresToDown: 2, SuccessesToUp: 1, DownHold: 10 * time.Second}))
+			Timeout: 500 * time.Millisecond, FailuresToDown: 2, SuccessesToUp: 1, DownHold: 10 * time.Second,
+			LagExcuse: 250 * time.Millisecond}))
 	})
 })
 

@@ -154,6 +154,23 @@ func (l *eventLog) PeerStates() []map[string]string {
 	return out
 }
 
+// Kinds returns the kinds of the events written, in order.
+func (l *eventLog) Kinds() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var ev map[string]any
+		Expect(json.Unmarshal([]byte(line), &ev)).To(Succeed())
+		k, _ := ev["kind"].(string)
+		out = append(out, k)
+	}
+	return out
+}
+
 func peerEvent(name, addr, state, reason string) map[string]string {
 	return map[string]string{"peer": name, "addr": addr, "state": state, "reason": reason}
 }

@@ -187,6 +187,10 @@ type Probing struct {
 	// Panic: when every member of a pool is down, send to all of them as if up (true) or answer 503 at once (nil
 	// or false, the default: the quasi-pool's restoration starts from that fast failure). pool.Health.Candidates.
 	Panic *bool `yaml:"panic,omitempty"`
+	// LagExcuse: a probe or transaction timeout is not held against a peer when the node's own timers ran more
+	// than this late while it waited (it was itself starved of CPU; pool.HealthConfig.LagExcuse). 0 = half the
+	// probe timeout, negative = off.
+	LagExcuse time.Duration `yaml:"lag_excuse,omitempty"`
 }
 
 // Registration configures registrations.

@@ -365,6 +365,9 @@ func mergeProbing(base, o Probing) Probing {
 	if o.Panic != nil {
 		base.Panic = o.Panic
 	}
+	if o.LagExcuse != 0 {
+		base.LagExcuse = o.LagExcuse
+	}
 	return base
 }
 
