@@ -338,8 +338,8 @@ func (h *Health) Heard(t Target) {
 // until its own next hop answers, so when a node dies every proxy on the path to it times out at about the same
 // moment, and each would otherwise take its live next hop down (RFC 4321 §2 describes the same cascade). Such a
 // timeout is counted (PeerState.ExcusedTimeouts) and changes nothing. Otherwise it is TransactionFailed(t,
-// ReasonTimeout): the peer goes down at once.
-func (h *Health) TransactionTimedOut(t Target, sent time.Time) {
+// ReasonTimeout): the peer goes down at once. The result says which (Silence).
+func (h *Health) TransactionTimedOut(t Target, sent time.Time) Silence {
 	lagged := h.lagged(sent)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -347,17 +347,31 @@ func (h *Health) TransactionTimedOut(t Target, sent time.Time) {
 	if p != nil && p.heard.After(sent) {
 		p.excused++
 		h.log.Debug("no answer, but the peer answered since: not taken down", "peer", t.Name, "addr", t.Addr)
-		return
+		return SilenceDownstream
 	}
 	if lagged {
 		if p != nil {
 			p.lagExcused++
 		}
 		h.log.Debug("no answer, but this process ran late meanwhile: not taken down", "peer", t.Name, "addr", t.Addr)
-		return
+		return SilenceOwnLag
 	}
 	h.transactionFailedLocked(t, ReasonTimeout)
+	return SilencePeer
 }
+
+// Silence is what TransactionTimedOut made of a transaction that got no answer.
+type Silence int
+
+const (
+	// SilencePeer: the peer said nothing since the request was sent; it was taken down.
+	SilencePeer Silence = iota
+	// SilenceDownstream: the peer answered something since, so it is alive and the silence is further on (a
+	// proxy waiting for its own next hop); the peer stays up.
+	SilenceDownstream
+	// SilenceOwnLag: this process itself ran late meanwhile (HealthConfig.LagExcuse); the peer stays up.
+	SilenceOwnLag
+)
 
 // lagged reports whether this process ran more than LagExcuse late since t (false without a LagSource or with
 // the excuse off).

@@ -306,7 +306,15 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 			if health != nil {
 				if r := failureReason(err); r == pool.ReasonTimeout {
 					// Not held against a peer that answered anything since: the silence is downstream.
-					health.TransactionTimedOut(t, sent)
+					if health.TransactionTimedOut(t, sent) == pool.SilenceDownstream && !base.IsInvite() {
+						// Nor sent on to another member: the peer is alive and still waiting on its own next hop
+						// (a BYE to a phone that does not answer); a second copy elsewhere would wait for the same
+						// silence, and every proxy upstream would do the same (RFC 4321 §2's amplification).
+						// The caller answers 408.
+						out.Err = fmt.Errorf("%w (%s answered since the request was sent: the silence is further "+
+							"on, not failed over)", err, t.Name)
+						return out
+					}
 				} else {
 					health.TransactionFailed(t, r)
 				}

@@ -181,6 +181,54 @@ var _ = Describe("Forwarder", Label("integration"), func() {
 		Expect(ts).To(HaveLen(1), "the next request (an ACK, say) is still sent")
 	})
 
+	It("does not send a non-INVITE to another member when the silent one answered since: the silence is further on", SpecTimeout(20*time.Second), func(sctx SpecContext) {
+		// pcscf1 is alive (it answers its probes) but waits on its own next hop, a phone that does not answer; a
+		// second copy through pcscf2 would wait for the same phone (RFC 4321 §2).
+		waiting := startPeer() // takes every request and never answers
+		ok := startPeer(200)
+		res := pool.NewStaticResolver().SetSRV("_sip._udp.pcscf.ims.test",
+			pool.Target{Name: "pcscf1.ims.test", Addr: waiting.addr, Priority: 1, Weight: 10},
+			pool.Target{Name: "pcscf2.ims.test", Addr: ok.addr, Priority: 2, Weight: 10})
+		f, h := newForwarder(res)
+		t1 := pool.Target{Name: "pcscf1.ims.test", Addr: waiting.addr}
+		h.Watch(t1) // known (probing off in this rig): Heard below stands for its answered probes
+		heard := func() {
+			time.Sleep(100 * time.Millisecond)
+			h.Heard(t1)
+		}
+		go heard()
+		out := f.Forward(sctx, nil, message(), sipx.SRVHop("pcscf.ims.test"))
+		Expect(out.Final).To(BeNil())
+		Expect(out.Err).To(MatchError(sipx.ErrNoAnswer))
+		Expect(out.Err).To(MatchError(ContainSubstring("not failed over")))
+		Expect(out.Attempts).To(Equal(1))
+		Expect(ok.count()).To(BeZero(), "no second copy through pcscf2")
+		Expect(h.IsDown(waiting.addr)).To(BeFalse())
+
+		By("failing over a non-INVITE whose next hop said nothing since it was sent: that silence is the hop's own")
+		out = f.Forward(sctx, nil, message(), sipx.SRVHop("pcscf.ims.test"))
+		Expect(out.Final).NotTo(BeNil(), "%v", out.Err)
+		Expect(out.Final.StatusCode).To(Equal(200))
+		Expect(out.Attempts).To(Equal(2))
+		Expect(h.IsDown(waiting.addr)).To(BeTrue())
+
+		By("failing over an INVITE without any answer, heard since or not: it gets 100 Trying from any live hop")
+		h.Heard(t1) // not down any more for this rig: bring it back up
+		f2, h2 := newForwarder(res)
+		h2.Watch(t1)
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			h2.Heard(t1)
+		}()
+		inv := message()
+		inv.Method = sip.INVITE
+		inv.CSeq().MethodName = sip.INVITE
+		out = f2.Forward(sctx, nil, inv, sipx.SRVHop("pcscf.ims.test"))
+		Expect(out.Final).NotTo(BeNil(), "%v", out.Err)
+		Expect(out.Final.StatusCode).To(Equal(200))
+		Expect(out.Attempts).To(Equal(2))
+	})
+
 	It("never retries a final answer other than 408/503/504", SpecTimeout(10*time.Second), func(sctx SpecContext) {
 		forbidden := startPeer(403)
 		ok := startPeer(200)
