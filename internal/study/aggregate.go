@@ -203,6 +203,19 @@ var costKPIs = []costKPI{
 		"and spares included), where the schemes differ", func(c *report.Cost) *float64 { return poolCPU(c) }},
 }
 
+// CostCPUKinds are the kinds of node whose CPU per subscriber-hour the study keeps apart (cpu_ms_per_sub_hour_<kind>):
+// the pools, and the nodes whose work is the same under every scheme, which show how much the measurement moves
+// between runs of the same work.
+var CostCPUKinds = []string{"pcscf", "scscf", "bac", "icscf", "hss"}
+
+func init() {
+	for _, k := range CostCPUKinds {
+		costKPIs = append(costKPIs, costKPI{"cpu_ms_per_sub_hour_" + k, "CPU ms/sub-h", "CPU ms of the " + k +
+			" nodes per subscriber and hour (cost.per_subscriber_hour.cpu_ms_" + k + ")",
+			func(c *report.Cost) *float64 { return perSubHour(c, "cpu_ms_"+k) }})
+	}
+}
+
 // OperatorProfiles are the registration periods results.md composes the per-procedure costs for (TS 24.229
 // phones refresh at half a period up to 1200 s, 600 s before the end of a longer one: ue.RefreshAfter), with
 // OperatorCallsPerHour calls placed per subscriber and hour.
@@ -617,9 +630,13 @@ func ci(i *stats.Interval) string {
 }
 
 func setupLine(s compare.Setup) string {
+	faults := strings.Join(s.Faults, "; ")
+	if faults == "" {
+		faults = "none"
+	}
 	return fmt.Sprintf("%g s, %d phones, %d+%d active P-/S-CSCFs, probing every %g s (%d failures to down), "+
 		"registration period %g s, faults %s", s.DurationS, s.Phones, s.ActivePCSCF, s.ActiveSCSCF, s.ProbingS,
-		s.FailuresToDown, s.ExpiresS, strings.Join(s.Faults, "; "))
+		s.FailuresToDown, s.ExpiresS, faults)
 }
 
 // setupOf describes the experiment's scenario before the schemes (as compare's setup section).

@@ -230,12 +230,8 @@ func WriteFigures(dir string, r *Result, results []RunResult) error {
 			}
 			er.Figures = append(er.Figures, fig)
 		}
-		faulted := false
-		for _, v := range er.Variants {
-			faulted = faulted || v.AffectedUsers > 0
-		}
 		for _, k := range kpiFigures {
-			if k == "affected_users" && !faulted {
+			if k == "affected_users" && !faulted(*er) {
 				continue // an experiment without a fault (studies/cost.yaml): a row of zeros says nothing
 			}
 			p, fig, err := kpiFigure(er, data, k)

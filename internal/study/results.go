@@ -105,7 +105,11 @@ func Results(r *Result) string {
 	for _, e := range r.Experiments {
 		fmt.Fprintf(&b, "#### %s\n\nScenario `%s`, %d repetitions per scheme (seeds %d…%d). Setup: %s.\n\n", e.Name,
 			e.Scenario, e.Repeat, e.Seed, e.Seed+int64(e.Repeat)-1, setupLine(e.Setup))
-		kpiTable(&b, e, resultsKPIs)
+		if faulted(e) {
+			kpiTable(&b, e, resultsKPIs)
+		} else {
+			b.WriteString("No fault in this experiment: no takeover KPIs.\n")
+		}
 		if hasAny(e, faultResultsKPIs[1:]) {
 			b.WriteString("\nThe users of each fault apart (a user is probed from the first fault that affects it until it " +
 				"is restored, so a later fault that takes its service again is not seen for it):\n\n")
@@ -125,6 +129,16 @@ func Results(r *Result) string {
 				fmt.Sprintf("with %g call per subscriber-hour, run by run from the run's own per-procedure costs:\n\n",
 					OperatorCallsPerHour))
 			kpiTable(&b, e, append(slices.Clone(procedureResultsKPIs), profileResultsKPIs()...))
+			var kinds []column
+			for _, k := range CostCPUKinds {
+				kinds = append(kinds, column{"cpu_ms_per_sub_hour_" + k, k + " CPU ms /sub-h"})
+			}
+			if hasAny(e, kinds) {
+				b.WriteString("\nCPU per kind of node (per subscriber and hour; the BAC, I-CSCF and HSS do the same work " +
+					"under every scheme, apart from the probes of more members under N+1 and 1+1, so their spread " +
+					"between schemes is what the measurement itself moves):\n\n")
+				kpiTable(&b, e, kinds)
+			}
 		}
 		b.WriteString("\n")
 		for _, f := range e.Figures {
@@ -172,6 +186,17 @@ func pendingOf(r *Result) int {
 		}
 	}
 	return n
+}
+
+// faulted reports whether a run of e had a fault that affected users (an experiment without one, studies/cost.yaml,
+// has no takeover to tabulate).
+func faulted(e ExperimentResult) bool {
+	for _, v := range e.Variants {
+		if v.AffectedUsers > 0 || v.Metric("time_to_detect_s") != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // hasAny reports whether a variant of e has one of kpis.
