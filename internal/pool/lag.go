@@ -19,7 +19,9 @@ type LagSource interface {
 }
 
 // LagMonitor is the LagSource of a process: a goroutine that sleeps Tick at a time and records by how much each
-// wake-up came late. It keeps the last LagWindow of samples.
+// wake-up came late. It keeps the last LagWindow of samples. The overload controller measures lag too
+// (internal/overload), as a smoothed figure to shed on; the excuse needs the worst lateness over one probe's
+// lifetime, which a smoothed figure hides, so the samples are kept here.
 type LagMonitor struct {
 	tick time.Duration
 	rec  *obs.Recorder

@@ -106,6 +106,7 @@ func analyse(r *run) *analysis {
 	a.users()
 	a.survival(r)
 	a.overload(r)
+	a.selfLag(r)
 	a.storm(r)
 	return a
 }

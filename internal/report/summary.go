@@ -63,11 +63,13 @@ type Summary struct {
 	Security *Security `json:"security,omitempty"`
 	// Overload is what each node shed (absent when none did); Storm the load the first fault set off (absent
 	// without a fault). docs/report.md, "Shed load" and "Storm".
-	Overload     map[string]*NodeOverload `json:"overload,omitempty"`
-	Storm        *Storm                   `json:"storm,omitempty"`
-	Expectations any                      `json:"expectations,omitempty"` // filled by the scenario runner
-	Warnings     []string                 `json:"warnings,omitempty"`
-	Files        []string                 `json:"files"`
+	Overload map[string]*NodeOverload `json:"overload,omitempty"`
+	// SelfLag is, per node, the moments its own timers ran late (absent when none did). docs/report.md.
+	SelfLag      map[string]*SelfLag `json:"self_lag,omitempty"`
+	Storm        *Storm              `json:"storm,omitempty"`
+	Expectations any                 `json:"expectations,omitempty"` // filled by the scenario runner
+	Warnings     []string            `json:"warnings,omitempty"`
+	Files        []string            `json:"files"`
 }
 
 // Fault is one fault of the scenario with the instant it actually happened.
