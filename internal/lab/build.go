@@ -163,6 +163,12 @@ func (l *Lab) Build(ctx context.Context) error {
 // taken (another local lab running on the same ports, most often).
 var ErrPortInUse = errors.New("port in use")
 
+// portInUse is a bind error that also is ErrPortInUse (its text stays the system's).
+type portInUse struct{ err error }
+
+func (e portInUse) Error() string   { return e.err.Error() }
+func (e portInUse) Unwrap() []error { return []error{ErrPortInUse, e.err} }
+
 // checkPorts fails early, naming the node, when a port a node will listen on is taken (another lab running?).
 func (l *Lab) checkPorts() error {
 	if l.net != nil {
@@ -180,8 +186,8 @@ func (l *Lab) checkPorts() error {
 			addr := n.Endpoint(p.Name)
 			for _, proto := range strings.Split(p.Proto, "+") {
 				if err := tryBind(proto, addr); err != nil {
-					errs = append(errs, fmt.Errorf("lab: %s %s %s/%s: %w (another lab running?): %w",
-						n.Name, p.Name, addr, proto, ErrPortInUse, err))
+					errs = append(errs, fmt.Errorf("lab: %s %s %s/%s is in use (another lab running?): %w",
+						n.Name, p.Name, addr, proto, portInUse{err}))
 				}
 			}
 		}
