@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/provenance"
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
@@ -201,7 +202,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			began := time.Now()
 			o, s, err := cfg.Run(ctx, scs[i], dir, seed)
 			if err != nil {
-				if !cfg.KeepGoing || ctx.Err() != nil {
+				if !cfg.KeepGoing || ctx.Err() != nil || errors.Is(err, lab.ErrPortInUse) { // another lab: every later run would fail too
 					return nil, fmt.Errorf("compare: %s: %w", label, err)
 				}
 				failed++

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/imslab/quasipool/internal/compare"
+	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/provenance"
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
@@ -81,6 +83,7 @@ type fakeRun struct {
 	dirs  []string
 	seeds []int64
 	fail  string // variant dir name that fails
+	busy  bool   // the failing run finds its ports taken (lab.ErrPortInUse)
 }
 
 func (f *fakeRun) run(_ context.Context, sc *scenario.Scenario, dir string, seed int64) (*scenario.Outcome, *report.Summary, error) {
@@ -88,6 +91,9 @@ func (f *fakeRun) run(_ context.Context, sc *scenario.Scenario, dir string, seed
 	defer f.mu.Unlock()
 	f.runs, f.dirs, f.seeds = append(f.runs, sc), append(f.dirs, dir), append(f.seeds, seed)
 	if f.fail != "" && filepath.Base(dir) == f.fail {
+		if f.busy {
+			return nil, nil, fmt.Errorf("lab: pcscf1 sip is in use: %w", lab.ErrPortInUse)
+		}
 		return nil, nil, errors.New("lab did not start")
 	}
 	s := fixture(sc.Topology.Pools.PCSCF.SchemeOf())
@@ -344,6 +350,14 @@ var _ = Describe("the measured Table 1", Label("unit"), func() {
 		f = &fakeRun{fail: "load-sharing"}
 		_, err = compare.Run(ctx, compare.Config{Scenario: loadScenario(), Variants: vs, OutDir: GinkgoT().TempDir(), Run: f.run})
 		Expect(compare.ExitCode(err)).To(Equal(compare.ExitError))
+
+		By("stopping even with --keep-going when another lab holds the ports: every later run would fail the same way")
+		vs3, _ := compare.ParseVariants("quasi-pool,load-sharing,n-plus-1")
+		f = &fakeRun{fail: "load-sharing", busy: true}
+		_, err = compare.Run(ctx, compare.Config{Scenario: loadScenario(), Variants: vs3, OutDir: GinkgoT().TempDir(),
+			Run: f.run, KeepGoing: true})
+		Expect(err).To(MatchError(lab.ErrPortInUse))
+		Expect(f.runs).To(HaveLen(2), "n-plus-1 not run")
 	}, SpecTimeout(30*time.Second))
 })
 

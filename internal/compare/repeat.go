@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
 	"github.com/imslab/quasipool/internal/stats"
@@ -324,7 +325,7 @@ func RunRepeat(ctx context.Context, cfg RepeatConfig) ([]*scenario.Outcome, *Rep
 		fmt.Fprintf(out, "== repetition %d/%d: seed %d, run dir %s\n", k, cfg.Repeat, s, filepath.Join(cfg.Dir, rel))
 		o, sum, err := cfg.Run(ctx, cfg.Scenario, filepath.Join(cfg.Dir, rel), s)
 		if err != nil {
-			if !cfg.KeepGoing || ctx.Err() != nil {
+			if !cfg.KeepGoing || ctx.Err() != nil || errors.Is(err, lab.ErrPortInUse) { // another lab: every later run would fail too
 				return outcomes, nil, fmt.Errorf("repeat: run %d (seed %d): %w", k, s, err)
 			}
 			failed++

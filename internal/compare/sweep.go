@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 
+	"github.com/imslab/quasipool/internal/lab"
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
 	"github.com/imslab/quasipool/internal/stats"
@@ -225,7 +226,7 @@ func Sweep(ctx context.Context, cfg SweepConfig) ([]SweepRow, error) {
 			fmt.Fprintf(out, "== run %d/%d: %s (seed %d)\n", n, len(jobs)*repeat, rel, jseed)
 			o, s, err := cfg.Run(ctx, j.sc, filepath.Join(cfg.OutDir, rel), jseed)
 			if err != nil {
-				if !cfg.KeepGoing || ctx.Err() != nil {
+				if !cfg.KeepGoing || ctx.Err() != nil || errors.Is(err, lab.ErrPortInUse) { // another lab: every later run would fail too
 					return rows, fmt.Errorf("sweep: %s: %w", rel, err)
 				}
 				failed++
