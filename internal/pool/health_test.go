@@ -24,16 +24,16 @@ type healthRig struct {
 	events *eventLog
 }
 
-func newRig(cfg pool.HealthConfig) *healthRig {
+func newRig(cfg pool.HealthConfig, opts ...pool.HealthOption) *healthRig {
 	r := &healthRig{clk: newFakeClock(), prober: newFakeProber(), events: &eventLog{}}
 	var prober pool.Prober
 	if cfg.Interval > 0 {
 		prober = r.prober
 	}
-	h, err := pool.NewHealth(cfg, prober,
+	h, err := pool.NewHealth(cfg, prober, append([]pool.HealthOption{
 		pool.WithClock(r.clk),
 		pool.WithEvents(obs.NewRecorder(r.events, "bac")),
-		pool.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, nil))))
+		pool.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, nil)))}, opts...)...)
 	Expect(err).NotTo(HaveOccurred())
 	r.h = h
 	return r

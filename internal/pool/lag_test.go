@@ -39,14 +39,7 @@ var _ = Describe("a node that itself runs late (LagExcuse)", Label("unit"), func
 	cfg := pool.HealthConfig{Interval: time.Second, Timeout: 500 * time.Millisecond, FailuresToDown: 2, SuccessesToUp: 1}
 	a := pcscf1.Addr
 
-	rig := func(c pool.HealthConfig, lag *fakeLag) *healthRig {
-		r := &healthRig{clk: newFakeClock(), prober: newFakeProber(), events: &eventLog{}}
-		h, err := pool.NewHealth(c, r.prober, pool.WithClock(r.clk), pool.WithLag(lag),
-			pool.WithEvents(obs.NewRecorder(r.events, "bac")))
-		Expect(err).NotTo(HaveOccurred())
-		r.h = h
-		return r
-	}
+	rig := func(c pool.HealthConfig, lag *fakeLag) *healthRig { return newRig(c, pool.WithLag(lag)) }
 
 	It("does not count probe timeouts while the process runs more than half the probe timeout late, and counts them again after", func() {
 		lag := &fakeLag{}
