@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +35,7 @@ type labFlags struct {
 	repeat                                          *int
 	keepGoing                                       *bool
 	readyTimeout, grace, progress                   *time.Duration
+	portOffset                                      *int
 }
 
 func addLabFlags(fs *flag.FlagSet, defSchemes string) *labFlags {
@@ -53,6 +55,7 @@ func addLabFlags(fs *flag.FlagSet, defSchemes string) *labFlags {
 		progress:     fs.Duration("progress", 10*time.Second, "interval of the progress line of each run"),
 		logFormat:    fs.String("log-format", "", "text or json (the runner's and lab's own log, on stderr)"),
 		logLevel:     fs.String("log-level", "warn", "debug, info, warn or error"),
+		portOffset:   portOffsetFlag(fs),
 	}
 }
 
@@ -91,7 +94,8 @@ func (f *labFlags) runner(errOut io.Writer, out io.Writer) (compare.RunFunc, err
 		return nil, fmt.Errorf("log: %w", err)
 	}
 	return compare.LabRunner(scenario.RunConfig{KeepGoing: *f.keepGoing, RepoDir: *f.repo, BinDir: *f.binDir,
-		ReadyTimeout: *f.readyTimeout, GracePeriod: *f.grace, Progress: *f.progress, Backend: *f.backend, Image: *f.image},
+		ReadyTimeout: *f.readyTimeout, GracePeriod: *f.grace, Progress: *f.progress, Backend: *f.backend, Image: *f.image,
+		PortOffset: *f.portOffset},
 		scenario.WithLogger(log), scenario.WithOutput(out)), nil
 }
 
@@ -232,4 +236,14 @@ func runSweep(args []string, out, errOut io.Writer) int {
 		fmt.Fprintln(errOut, "imslab sweep:", err)
 	}
 	return compare.ExitCode(err)
+}
+
+// envPortOffset is the environment variable that gives --port-offset its default.
+const envPortOffset = "IMSLAB_PORT_OFFSET"
+
+// portOffsetFlag adds --port-offset, whose default is $IMSLAB_PORT_OFFSET (0 when unset or not a number).
+func portOffsetFlag(fs *flag.FlagSet) *int {
+	def, _ := strconv.Atoi(os.Getenv(envPortOffset))
+	return fs.Int("port-offset", def, "local backend: add this to every port the lab listens on, to run beside another lab "+
+		"(e.g. 20000; default $"+envPortOffset+", else 0)")
 }

@@ -137,6 +137,7 @@ func up(args []string, out io.Writer) error {
 	logFormat := fs.String("log-format", "", "text or json (the lab's own log)")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error")
 	useNetns := fs.Bool("netns", false, "run every node in its own network namespace with its own address on a bridge (root, Linux)")
+	portOffset := portOffsetFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -152,6 +153,9 @@ func up(args []string, out io.Writer) error {
 		if t, err = topology.Load(*topoPath); err != nil {
 			return err
 		}
+	}
+	if err := t.ShiftPorts(*portOffset); err != nil {
+		return fmt.Errorf("up: --port-offset: %w", err)
 	}
 	if *phones > topology.MaxLabSubscribers {
 		return fmt.Errorf("up: --phones %d: the lab provisions at most user%d", *phones, topology.MaxLabSubscribers)
@@ -295,6 +299,7 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	repeat := fs.Int("repeat", 1, "run the scenario this many times with the seeds seed, seed+1, … into <out>/rep<k>/ and write "+
 		"<out>/repeat.json and repeat.md (statistics over the runs, docs/compare.md)")
 	phones := fs.Int("phones", 0, "override the scenario's traffic.phones (0 = the file's), e.g. to scale a storm scenario")
+	portOffset := portOffsetFlag(fs)
 	// The scenario file may come before, between or after the flags.
 	file, status := parseWithFile(fs, args, errOut, "run")
 	if status >= 0 {
@@ -330,7 +335,8 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	defer stop()
 	rc := scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: dir, Seed: *seed,
 		KeepGoing: *keepGoing, RepoDir: *repo, BinDir: *binDir, ReadyTimeout: *readyTimeout, GracePeriod: *grace,
-		Progress: *progress, Backend: *backend, Image: *image, BuildImage: *rebuild, Netns: *useNetns}
+		Progress: *progress, Backend: *backend, Image: *image, BuildImage: *rebuild, Netns: *useNetns,
+		PortOffset: *portOffset}
 	switch {
 	case *repeat < 1:
 		fmt.Fprintln(errOut, "imslab run: --repeat: must be at least 1")

@@ -33,6 +33,7 @@ func runStudy(args []string, out, errOut io.Writer) int {
 	progress := fs.Duration("progress", 10*time.Second, "interval of the progress line of each run")
 	logFormat := fs.String("log-format", "", "text or json (the runner's and lab's own log, on stderr)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	portOffset := portOffsetFlag(fs)
 	resultsOnly := fs.Bool("results-only", false, "run nothing: rewrite study.json, study.md, results.md and figures/ "+
 		"from the runs already done under --out, and list the pending ones (exit 1 when some are)")
 	fs.Usage = func() {
@@ -99,7 +100,8 @@ func runStudy(args []string, out, errOut io.Writer) int {
 		return study.ExitCode(err)
 	}
 	run := compare.LabRunner(scenario.RunConfig{KeepGoing: false, RepoDir: *repo, BinDir: *binDir,
-		ReadyTimeout: *readyTimeout, GracePeriod: *grace, Progress: *progress, Netns: *useNetns},
+		ReadyTimeout: *readyTimeout, GracePeriod: *grace, Progress: *progress, Netns: *useNetns,
+		PortOffset: *portOffset},
 		scenario.WithLogger(log), scenario.WithOutput(out))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

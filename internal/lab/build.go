@@ -186,7 +186,7 @@ func (l *Lab) checkPorts() error {
 			addr := n.Endpoint(p.Name)
 			for _, proto := range strings.Split(p.Proto, "+") {
 				if err := tryBind(proto, addr); err != nil {
-					errs = append(errs, fmt.Errorf("lab: %s %s %s/%s is in use (another lab running?): %w",
+					errs = append(errs, fmt.Errorf("lab: %s %s %s/%s is in use (another lab running? imslab --port-offset runs one beside it): %w",
 						n.Name, p.Name, addr, proto, portInUse{err}))
 				}
 			}

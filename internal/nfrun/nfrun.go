@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +35,7 @@ import (
 	"github.com/imslab/quasipool/internal/repl"
 	"github.com/imslab/quasipool/internal/sipx"
 	"github.com/imslab/quasipool/internal/topology"
+	"github.com/imslab/quasipool/internal/udpbuf"
 )
 
 // Stack is a SIP node's shared runtime.
@@ -203,6 +205,7 @@ func (s *Stack) Run(ctx context.Context, node Runner) error {
 	g.Go(func() error { ReportOverload(gctx, s.EP.Overload, s.Rec); return nil })
 	g.Go(func() error { ReportStale(gctx, s.Res, s.Rec); return nil })
 	g.Go(func() error { ReportRTT(gctx, s.Health, s.Rec, RTTReportInterval); return nil })
+	g.Go(func() error { ReportDrops(gctx, s.EP.Addr, s.Rec); return nil })
 	if s.Cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", s.Cfg.MetricsListen)
 		if err != nil {
@@ -382,6 +385,24 @@ func ReportStale(ctx context.Context, r *pool.DNSResolver, rec *obs.Recorder) {
 			last = n
 		}
 	}
+}
+
+// ReportDrops writes a "udp_drops" event every second in which the kernel dropped datagrams arriving at the
+// node's SIP socket because its receive buffer was full: how many in that second and since the node started.
+// Each drop is a SIP message lost on the host itself, recovered (if at all) by a retransmission 0.5 s or more
+// later; the report counts them per node and warns (docs/report.md, "Datagrams the host dropped").
+func ReportDrops(ctx context.Context, addr string, rec *obs.Recorder) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return
+	}
+	udpbuf.Watch(ctx, p, time.Second, func(delta, total uint64) {
+		rec.Emit("udp_drops", map[string]any{"drops": delta, "drops_total": total})
+	})
 }
 
 // RTTReportInterval is how often a node writes the round trips of its OPTIONS probes (peer_rtt events).

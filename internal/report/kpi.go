@@ -107,6 +107,7 @@ func analyse(r *run) *analysis {
 	a.survival(r)
 	a.overload(r)
 	a.selfLag(r)
+	a.udpDrops(r)
 	a.storm(r)
 	return a
 }

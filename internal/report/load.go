@@ -155,6 +155,8 @@ type event struct {
 	Admitted  int     `json:"admitted"`
 	ShedShare float64 `json:"shed_share"`
 	LagMs     float64 `json:"lag_ms"`
+	// udp_drops (datagrams the kernel dropped at the node's socket, its receive buffer full)
+	Drops int `json:"drops"`
 }
 
 // traceLine is one message of the nodes' traces: a packet of trace/<node>.NNN.pcapng, or a line of

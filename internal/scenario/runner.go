@@ -75,6 +75,10 @@ type RunConfig struct {
 	Progress time.Duration
 	// RegisterTimeout bounds the initial registrations (default: phones/register_rate + 60s).
 	RegisterTimeout time.Duration
+	// PortOffset (local backend) is added to every port the lab listens on (topology.ShiftPorts), so that two
+	// labs run side by side; 0 = the topology's own ports. The compose backend ignores it (each container has its
+	// own address).
+	PortOffset int
 }
 
 // Validate checks the configuration and names the bad field.
@@ -90,6 +94,9 @@ func (c *RunConfig) Validate() error {
 	}
 	if c.RegisterTimeout < 0 {
 		return errors.New("run config: register_timeout: must not be negative")
+	}
+	if c.PortOffset < 0 || c.PortOffset > topology.MaxPortOffset {
+		return fmt.Errorf("run config: port offset %d: must be from 0 to %d", c.PortOffset, topology.MaxPortOffset)
 	}
 	if c.Netns && c.Backend == BackendCompose {
 		return errors.New("run config: netns: only for the local backend (compose containers have namespaces of their own)")
@@ -268,6 +275,11 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 	}
 	topo := sc.Topology // a copy: the lab must not share the scenario's maps
 	sc.Traffic.Provision(&topo)
+	if r.cfg.PortOffset != 0 && r.cfg.Backend != BackendCompose {
+		if err := topo.ShiftPorts(r.cfg.PortOffset); err != nil {
+			return nil, fmt.Errorf("scenario %s: --port-offset: %w", sc.Name, err)
+		}
+	}
 	if n := topo.HSS.LabSubscriberCount; n > 10000 {
 		// The HSS imports its population before it is ready: 100,000 subscribers took 22 s on the loaded
 		// development VM (docs/hss.md, "Lab subscribers"); 1 ms each on top of the lab's 30 s keeps a margin.

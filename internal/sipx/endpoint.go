@@ -19,6 +19,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/obs"
 	"github.com/imslab/quasipool/internal/overload"
+	"github.com/imslab/quasipool/internal/udpbuf"
 )
 
 func init() {
@@ -67,6 +68,14 @@ func NewEndpoint(host, listen string, log *slog.Logger) (*Endpoint, error) {
 	raw, err := net.ListenPacket("udp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("sipx: listen %s: %w", listen, err)
+	}
+	// A fault's burst must queue in the socket, not be dropped by the kernel while the node waits for the CPU
+	// (internal/udpbuf).
+	if got, forced, err := udpbuf.Size(raw, udpbuf.DefaultSize); err != nil {
+		log.Warn("sipx: cannot size the UDP receive buffer", "err", err)
+	} else if !forced && got < udpbuf.DefaultSize {
+		log.Warn("sipx: UDP receive buffer capped by net.core.rmem_max (run as root, or raise it): bursts may be dropped",
+			"asked", udpbuf.DefaultSize, "got", got)
 	}
 	conn := &tracingConn{PacketConn: raw}
 	addr := conn.LocalAddr().(*net.UDPAddr)

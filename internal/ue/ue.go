@@ -22,6 +22,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/udpbuf"
 )
 
 // UE is a running set of phones.
@@ -316,9 +317,11 @@ func (u *UE) Run(ctx context.Context) (err error) {
 		}
 	}
 	defer u.conn.Close()
-	if uc, ok := u.conn.(*net.UDPConn); ok {
-		// Thousands of phones answer in bursts; a bigger receive buffer keeps the kernel from dropping them.
-		_ = uc.SetReadBuffer(4 << 20)
+	// Thousands of phones answer in bursts; a bigger receive buffer keeps the kernel from dropping them
+	// (internal/udpbuf: beyond net.core.rmem_max where the process may).
+	if got, forced, err := udpbuf.Size(u.conn, udpbuf.DefaultSize); err == nil && !forced && got < udpbuf.DefaultSize {
+		u.log.Warn("ue: UDP receive buffer capped by net.core.rmem_max (run as root, or raise it): bursts may be dropped",
+			"asked", udpbuf.DefaultSize, "got", got)
 	}
 	if err := u.setupStack(); err != nil {
 		return err
@@ -347,6 +350,13 @@ func (u *UE) Run(ctx context.Context) (err error) {
 		return err
 	}
 	u.running.Store(true)
+	if ua, ok := u.conn.LocalAddr().(*net.UDPAddr); ok {
+		u.goBackground(func() {
+			udpbuf.Watch(runCtx, ua.Port, time.Second, func(delta, total uint64) {
+				u.events.Emit("udp_drops", map[string]any{"drops": delta, "drops_total": total})
+			})
+		})
+	}
 	if !u.cfg.Manual {
 		u.registerAll(runCtx)
 	}
