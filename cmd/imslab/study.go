@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,6 +35,9 @@ func runStudy(args []string, out, errOut io.Writer) int {
 	logFormat := fs.String("log-format", "", "text or json (the runner's and lab's own log, on stderr)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	portOffset := portOffsetFlag(fs)
+	only := fs.String("experiments", "", "comma-separated experiments to run (a sweep's name runs all its points): "+
+		"a part of the study, e.g. one per core beside another with its own --port-offset; its outputs have no claims, "+
+		"which a --results-only pass without this flag adds")
 	resultsOnly := fs.Bool("results-only", false, "run nothing: rewrite study.json, study.md, results.md and figures/ "+
 		"from the runs already done under --out, and list the pending ones (exit 1 when some are)")
 	fs.Usage = func() {
@@ -63,6 +67,12 @@ func runStudy(args []string, out, errOut io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(errOut, "imslab study:", err)
 		return study.ExitError
+	}
+	if *only != "" {
+		if err := plan.Only(strings.Split(*only, ",")); err != nil {
+			fmt.Fprintln(errOut, "imslab study: --experiments:", err)
+			return study.ExitError
+		}
 	}
 	dir := *outDir
 	if dir == "" {

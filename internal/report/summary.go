@@ -65,14 +65,14 @@ type Summary struct {
 	// without a fault). docs/report.md, "Shed load" and "Storm".
 	Overload map[string]*NodeOverload `json:"overload,omitempty"`
 	// SelfLag is, per node, the moments its own timers ran late (absent when none did). docs/report.md.
-	SelfLag      map[string]*SelfLag `json:"self_lag,omitempty"`
+	SelfLag map[string]*SelfLag `json:"self_lag,omitempty"`
 	// UDPDrops is, per node (and "ue" for the phones), the datagrams the kernel dropped at its SIP socket
 	// because the receive buffer was full (absent when none were). docs/report.md.
-	UDPDrops map[string]*UDPDrops `json:"udp_drops,omitempty"`
-	Storm        *Storm              `json:"storm,omitempty"`
-	Expectations any                 `json:"expectations,omitempty"` // filled by the scenario runner
-	Warnings     []string            `json:"warnings,omitempty"`
-	Files        []string            `json:"files"`
+	UDPDrops     map[string]*UDPDrops `json:"udp_drops,omitempty"`
+	Storm        *Storm               `json:"storm,omitempty"`
+	Expectations any                  `json:"expectations,omitempty"` // filled by the scenario runner
+	Warnings     []string             `json:"warnings,omitempty"`
+	Files        []string             `json:"files"`
 }
 
 // Fault is one fault of the scenario with the instant it actually happened.

@@ -459,3 +459,48 @@ func dedupe(m *yaml.Node) *yaml.Node {
 	}
 	return out
 }
+
+// Only keeps the named experiments of the plan (a sweep's name keeps all its points; a point's full name,
+// exp@param=value, keeps that one) and orders their runs again. It drops the claims, which read experiments
+// across the study: a part of a study is run with Only, and the whole is aggregated, claims included, by a
+// results-only pass without it. An unknown name is an error that lists the experiments.
+func (p *Plan) Only(names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	found := map[string]bool{}
+	var keep []PlannedExperiment
+	var all []string
+	for _, e := range p.Experiments {
+		base, _, _ := strings.Cut(e.Name, "@")
+		if !slices.Contains(all, base) {
+			all = append(all, base)
+		}
+		switch {
+		case want[e.Name]:
+			found[e.Name] = true
+		case want[base]:
+			found[base] = true
+		default:
+			continue
+		}
+		keep = append(keep, e)
+	}
+	var missing []string
+	for _, n := range names {
+		if !found[n] {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("study %s: no experiment %s (the study has %s)", p.Name, strings.Join(missing, ", "),
+			strings.Join(all, ", "))
+	}
+	p.Experiments, p.Claims = keep, nil
+	p.Runs = Interleave(keep)
+	return nil
+}
