@@ -165,6 +165,23 @@ var _ = Describe("imslab up", Label("e2e"), func() {
 		Expect(s.Err).To(gbytes.Say(`--phones: .*traffic.phones: users 1..1000000 go beyond user999999, the largest population the lab provisions`))
 	})
 
+	It("refuses a port offset that takes the lab's ports out of range, from the flag or the environment", func() {
+		for _, env := range []string{"", "IMSLAB_PORT_OFFSET=70000"} {
+			out := filepath.Join(GinkgoT().TempDir(), "run")
+			args := []string{"run", "../../scenarios/baseline.yaml", "--out", out}
+			if env == "" {
+				args = append(args, "--port-offset", "70000")
+			}
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(os.Environ(), env)
+			s, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(s).Should(gexec.Exit(2))
+			Expect(s.Err).To(gbytes.Say(`port offset 70000: must be from 0 to 50000`), env)
+			Expect(out).NotTo(BeAnExistingFile())
+		}
+	})
+
 	It("refuses mutual with an odd number of active members before running anything, and says how to fix it", func() {
 		out := filepath.Join(GinkgoT().TempDir(), "cmp")
 		s, err := gexec.Start(exec.Command(bin, "compare", "../../scenarios/compare-pcscf-kill.yaml", "--schemes",

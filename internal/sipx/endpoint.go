@@ -71,11 +71,13 @@ func NewEndpoint(host, listen string, log *slog.Logger) (*Endpoint, error) {
 	}
 	// A fault's burst must queue in the socket, not be dropped by the kernel while the node waits for the CPU
 	// (internal/udpbuf).
-	if got, forced, err := udpbuf.Size(raw, udpbuf.DefaultSize); err != nil {
-		log.Warn("sipx: cannot size the UDP receive buffer", "err", err)
-	} else if !forced && got < udpbuf.DefaultSize {
-		log.Warn("sipx: UDP receive buffer capped by net.core.rmem_max (run as root, or raise it): bursts may be dropped",
-			"asked", udpbuf.DefaultSize, "got", got)
+	if want := udpbuf.Wanted(); want > 0 {
+		if got, forced, err := udpbuf.Size(raw, want); err != nil {
+			log.Warn("sipx: cannot size the UDP receive buffer", "err", err)
+		} else if !forced && got < want {
+			log.Warn("sipx: UDP receive buffer capped by net.core.rmem_max (run as root, or raise it): bursts may be dropped",
+				"asked", want, "got", got)
+		}
 	}
 	conn := &tracingConn{PacketConn: raw}
 	addr := conn.LocalAddr().(*net.UDPAddr)

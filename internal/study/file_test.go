@@ -53,6 +53,39 @@ var _ = Describe("study files", Label("unit"), func() {
 		Expect(p.Experiments[1].Base.Faults[0].Target).To(Equal("random:scscf"))
 	})
 
+	It("runs a part of a study: the named experiments or sweeps, their runs interleaved again, no claims", func() {
+		load := func(name string) *study.Plan {
+			sf, err := study.Load(filepath.Join("..", "..", "studies", name))
+			Expect(err).NotTo(HaveOccurred())
+			p, err := sf.Plan(false)
+			Expect(err).NotTo(HaveOccurred())
+			return p
+		}
+		p := load("published.yaml")
+		Expect(p.Claims).NotTo(BeEmpty())
+		Expect(p.Only([]string{"scscf-kill"})).To(Succeed())
+		Expect(p.Experiments).To(HaveLen(1))
+		Expect(p.Runs).To(HaveLen(80))
+		Expect(p.Runs[0].Dir).To(Equal(filepath.Join("scscf-kill", "quasi-pool", "rep1")))
+		Expect(p.Runs[4].Rep).To(Equal(2))
+		Expect(p.Claims).To(BeEmpty())
+
+		sw := load("sweeps.yaml")
+		all := len(sw.Runs)
+		Expect(sw.Only([]string{"idle-share", "failures-to-down@probing.failures_to_down=2"})).To(Succeed())
+		Expect(len(sw.Runs)).To(BeNumerically("<", all))
+		names := map[string]bool{}
+		for _, r := range sw.Runs {
+			names[r.Experiment] = true
+		}
+		Expect(names).To(HaveKey("failures-to-down@probing.failures_to_down=2"))
+		Expect(names).NotTo(HaveKey("failures-to-down@probing.failures_to_down=1"))
+		Expect(names).To(HaveKey("idle-share@traffic.idle_share=0.2"))
+
+		Expect(load("published.yaml").Only([]string{"pcscf-kill", "nope"})).To(MatchError(And(
+			ContainSubstring("no experiment nope"), ContainSubstring("pcscf-kill, scscf-kill"))))
+	})
+
 	It("applies overrides, the quick block over them and the experiment's quick block over that", func() {
 		sf, err := study.Load(writeStudy(`
 name: t

@@ -27,6 +27,22 @@ import (
 // DefaultSize is the receive buffer the lab asks for its UDP sockets: about a thousand loopback datagrams.
 const DefaultSize = 4 << 20
 
+// EnvSize names the environment variable that overrides DefaultSize for every node and phone of a lab (they
+// inherit the runner's environment): a size in bytes, or 0 to leave the kernel's default alone, which is how
+// the lab ran before the buffers were sized (scripts/udpbuf-ab.sh measures the difference).
+const EnvSize = "IMSLAB_UDP_RCVBUF"
+
+// Wanted returns the receive buffer to ask for: $IMSLAB_UDP_RCVBUF when it is a number of bytes (0: none),
+// DefaultSize otherwise.
+func Wanted() int {
+	if v, ok := os.LookupEnv(EnvSize); ok {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+			return n
+		}
+	}
+	return DefaultSize
+}
+
 // Size sets conn's receive buffer to size bytes and returns what the kernel reports it got (the kernel doubles
 // the value it is given for its own bookkeeping, and caps SO_RCVBUF at net.core.rmem_max). forced says whether
 // SO_RCVBUFFORCE was allowed. A conn that is not a UDP socket is an error.

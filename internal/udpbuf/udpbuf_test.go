@@ -89,3 +89,16 @@ var _ = Describe("UDP receive buffers", Label("unit"), func() {
 		Expect(ok).To(BeFalse())
 	})
 })
+
+var _ = Describe("the wanted buffer size", Label("unit"), func() {
+	It("is DefaultSize unless IMSLAB_UDP_RCVBUF gives bytes (0: the kernel's default)", func() {
+		GinkgoT().Setenv(udpbuf.EnvSize, "")
+		Expect(udpbuf.Wanted()).To(Equal(udpbuf.DefaultSize))
+		GinkgoT().Setenv(udpbuf.EnvSize, "0")
+		Expect(udpbuf.Wanted()).To(Equal(0))
+		GinkgoT().Setenv(udpbuf.EnvSize, "1048576")
+		Expect(udpbuf.Wanted()).To(Equal(1 << 20))
+		GinkgoT().Setenv(udpbuf.EnvSize, "lots")
+		Expect(udpbuf.Wanted()).To(Equal(udpbuf.DefaultSize))
+	})
+})

@@ -319,9 +319,11 @@ func (u *UE) Run(ctx context.Context) (err error) {
 	defer u.conn.Close()
 	// Thousands of phones answer in bursts; a bigger receive buffer keeps the kernel from dropping them
 	// (internal/udpbuf: beyond net.core.rmem_max where the process may).
-	if got, forced, err := udpbuf.Size(u.conn, udpbuf.DefaultSize); err == nil && !forced && got < udpbuf.DefaultSize {
-		u.log.Warn("ue: UDP receive buffer capped by net.core.rmem_max (run as root, or raise it): bursts may be dropped",
-			"asked", udpbuf.DefaultSize, "got", got)
+	if want := udpbuf.Wanted(); want > 0 {
+		if got, forced, err := udpbuf.Size(u.conn, want); err == nil && !forced && got < want {
+			u.log.Warn("ue: UDP receive buffer capped by net.core.rmem_max (run as root, or raise it): bursts may be dropped",
+				"asked", want, "got", got)
+		}
 	}
 	if err := u.setupStack(); err != nil {
 		return err
