@@ -29,7 +29,7 @@ const DefaultSize = 4 << 20
 
 // EnvSize names the environment variable that overrides DefaultSize for every node and phone of a lab (they
 // inherit the runner's environment): a size in bytes, or 0 to leave the kernel's default alone, which is how
-// the lab ran before the buffers were sized (scripts/udpbuf-ab.sh measures the difference).
+// the lab ran before the buffers were sized (docs/results/bench/udpbuf-2026-12-04/run.sh measures the difference).
 const EnvSize = "IMSLAB_UDP_RCVBUF"
 
 // Wanted returns the receive buffer to ask for: $IMSLAB_UDP_RCVBUF when it is a number of bytes (0: none),
