@@ -211,7 +211,7 @@ func (s *Stack) Run(ctx context.Context, node Runner) error {
 		if err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
-		g.Go(func() error { return ServeMetrics(gctx, ln, s.EP.Overload, s.Health) })
+		g.Go(func() error { return ServeMetrics(gctx, ln, s.EP, s.Health) })
 	}
 	if s.Cx != nil {
 		g.Go(func() error { return s.Cx.Run(gctx) })
@@ -320,11 +320,16 @@ func NewOverload(cfg *topology.NodeConfig) *overload.Controller {
 }
 
 // ServeMetrics serves the node's Prometheus metrics at /metrics on ln (the overload controller's counters, the
-// requests its pools routed in panic, the Go runtime's and the process's) until ctx ends.
-func ServeMetrics(ctx context.Context, ln net.Listener, c *overload.Controller, h *pool.Health) error {
+// requests its pools routed in panic, the responses its SIP endpoint dropped for matching no transaction, the Go
+// runtime's and the process's) until ctx ends.
+func ServeMetrics(ctx context.Context, ln net.Listener, ep *sipx.Endpoint, h *pool.Health) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(c.Collectors()...)
+	reg.MustRegister(ep.Overload.Collectors()...)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sip", Name: "stray_responses_total",
+		Help: "Responses that matched no client transaction, dropped (RFC 6026 §7.2): retransmissions after the " +
+			"transaction ended, answers to requests given up on."},
+		func() float64 { return float64(ep.StrayResponses()) }))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "pool", Name: "panic_requests_total",
 		Help: "Requests sent to a pool whose every member was marked down, as if they were up (panic routing)."},
 		func() float64 { return float64(h.PanicRequests()) }))
