@@ -4,6 +4,7 @@
 #
 #   scripts/results-md.sh            # studies/published.yaml
 #   scripts/results-md.sh risk       # studies/risk.yaml
+#   scripts/results-md.sh sweeps docs/results/sweeps   # a study published elsewhere than docs/results/study-<name>
 #
 # The section between the markers `<!-- study:<name>:begin -->` and `<!-- study:<name>:end -->` is replaced by the
 # study's results.md, its links made relative to docs/. Exit status 0 also while runs of the study are pending (the
@@ -11,7 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=${1:-published}
-dir=docs/results/study-$name
+dir=${2:-docs/results/study-$name}
+dir=${dir%/}
+rel=${dir#docs/} # the directory as docs/results.md links to it
 [ -f "studies/$name.yaml" ] || { echo "results-md: studies/$name.yaml not found" >&2; exit 2; }
 [ -f "$dir/study.json" ] || { echo "results-md: $dir/study.json not found" >&2; exit 2; }
 rc=0
@@ -19,20 +22,20 @@ go run ./cmd/imslab study "studies/$name.yaml" --results-only --out "$dir" || rc
 [ "$rc" -eq 0 ] || [ "$rc" -eq 1 ] || { echo "results-md: imslab study --results-only failed ($rc)" >&2; exit "$rc"; }
 frag=$(mktemp)
 trap 'rm -f "$frag"' EXIT
-sed -e "s#](figures/#](results/study-$name/figures/#g" \
-    -e "s#](\([a-z0-9-]*\)/\([^)]*\)/rep\([0-9]*\)/#](results/study-$name/\1/\2/rep\3/#g" "$dir/results.md" > "$frag"
+sed -e "s#](figures/#]($rel/figures/#g" \
+    -e "s#](\([a-z0-9-]*\)/\([^)]*\)/rep\([0-9]*\)/#]($rel/\1/\2/rep\3/#g" "$dir/results.md" > "$frag"
 # The example runs (repetition 1 of every experiment and scheme) whose plots study-publish.sh kept.
 examples=""
 for d in "$dir"/*/*/rep1/plots; do
 	[ -d "$d" ] || continue
 	run=${d%/plots}
-	rel=${run#"$dir"/}
+	run_rel=${run#"$dir"/}
 	links=""
 	for f in ladder_mo.svg:"MO ladder" ladder_mt.svg:"MT ladder" timeline.svg:timeline restore.svg:"restoration curve"; do
 		file=${f%%:*}
-		[ -f "$d/$file" ] && links="$links [${f#*:}](results/study-$name/$rel/plots/$file)"
+		[ -f "$d/$file" ] && links="$links [${f#*:}]($rel/$run_rel/plots/$file)"
 	done
-	[ -n "$links" ] && examples="$examples- \`$rel\` (seed $(jq -r .seed "$run/study-run.json")):$links"$'\n'
+	[ -n "$links" ] && examples="$examples- \`$run_rel\` (seed $(jq -r .seed "$run/study-run.json")):$links"$'\n'
 done
 if [ -n "$examples" ]; then
 	printf '\nExample runs: repetition 1 of every experiment and scheme (one seed: the same victim, instant and users for every scheme), with the ladder diagrams of one takeover call per direction (where the run has one), the timeline around the fault and the restoration curve:\n\n%s' "$examples" >> "$frag"
