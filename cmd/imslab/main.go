@@ -377,7 +377,6 @@ func runRepeated(ctx context.Context, rc scenario.RunConfig, k int, log *slog.Lo
 	return status
 }
 
-// buildReport writes the run's report (internal/report) and returns its summary's metrics.
 // rerender rebuilds the report of a run directory from its data and checks its expectations again.
 func rerender(args []string, out, errOut io.Writer) int {
 	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
@@ -385,27 +384,30 @@ func rerender(args []string, out, errOut io.Writer) int {
 		return 2
 	}
 	dir := args[0]
-	s, err := report.Build(dir)
+	// A run of imslab up has no scenario.json and no expectations.
+	var sc struct {
+		Expectations []scenario.Expectation `json:"expectations"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "scenario.json")); err == nil {
+		if err := json.Unmarshal(b, &sc); err != nil {
+			fmt.Fprintln(errOut, "imslab report: scenario.json:", err)
+			return 2
+		}
+	}
+	var results []scenario.Result
+	eval := func(m scenario.Metrics) []scenario.Result {
+		results = scenario.Evaluate(sc.Expectations, m)
+		return results
+	}
+	s, err := report.Build(dir, scenario.ReportChecks(eval))
 	if err != nil {
 		fmt.Fprintln(errOut, "imslab report:", err)
 		return 2
 	}
 	fmt.Fprintf(out, "report of %s rebuilt: %s\n", dir, strings.Join(s.Files, ", "))
-	b, err := os.ReadFile(filepath.Join(dir, "scenario.json"))
-	if err != nil {
-		return 0 // a run of imslab up has no scenario and no expectations
-	}
-	var sc struct {
-		Expectations []scenario.Expectation `json:"expectations"`
-	}
-	if err := json.Unmarshal(b, &sc); err != nil {
-		fmt.Fprintln(errOut, "imslab report: scenario.json:", err)
-		return 2
-	}
 	if len(sc.Expectations) == 0 {
 		return 0
 	}
-	results := scenario.Evaluate(sc.Expectations, s)
 	scenario.PrintResults(out, results)
 	if !scenario.Passed(results) {
 		return 1
@@ -413,8 +415,10 @@ func rerender(args []string, out, errOut io.Writer) int {
 	return 0
 }
 
-func buildReport(runDir string) (scenario.Metrics, error) {
-	s, err := report.Build(runDir)
+// buildReport writes the run's report (internal/report), with the scenario's expectations, and returns its
+// summary's metrics.
+func buildReport(runDir string, eval scenario.Evaluator) (scenario.Metrics, error) {
+	s, err := report.Build(runDir, scenario.ReportChecks(eval))
 	if err != nil {
 		return nil, err
 	}

@@ -37,8 +37,8 @@ func LabRunner(base scenario.RunConfig, opts ...scenario.RunOption) RunFunc {
 		cfg := base
 		cfg.Scenario, cfg.RunDir, cfg.Seed, cfg.BinDir = sc, runDir, seed, binDir
 		var sum *report.Summary
-		build := func(dir string) (scenario.Metrics, error) {
-			s, err := report.Build(dir)
+		build := func(dir string, eval scenario.Evaluator) (scenario.Metrics, error) {
+			s, err := report.Build(dir, scenario.ReportChecks(eval))
 			if err != nil {
 				return nil, err
 			}

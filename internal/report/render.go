@@ -210,7 +210,36 @@ func whatRan(r *run, s *Summary) []kpiRow {
 
 func mdEscape(s string) string { return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s) }
 
-func markdown(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
+// checksHeading is the expectations section's title: how many held.
+func checksHeading(checks []Check) string {
+	held := 0
+	for _, c := range checks {
+		if c.OK {
+			held++
+		}
+	}
+	verdict := "all held"
+	if held < len(checks) {
+		verdict = fmt.Sprintf("%d FAILED", len(checks)-held)
+	}
+	return fmt.Sprintf("Expectations: %d of %d held (%s)", held, len(checks), verdict)
+}
+
+// checkRow is a check's cells: expectation, metric, value, expected, held.
+func checkRow(c Check) []string {
+	held := "yes"
+	if !c.OK {
+		held = "NO"
+		if c.Reason != "" {
+			held += ": " + c.Reason
+		}
+	}
+	return []string{c.Name, c.Metric, c.Value, c.Expected, held}
+}
+
+var checkColumns = []string{"expectation", "metric", "value", "expected", "held"}
+
+func markdown(r *run, s *Summary, checks []Check, plots []namedSVG, ladders []ladder) string {
 	var b strings.Builder
 	title := s.Scenario
 	if title == "" {
@@ -221,6 +250,20 @@ func markdown(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
 	for _, row := range whatRan(r, s) {
 		if row.value != "" {
 			fmt.Fprintf(&b, "| %s | %s |\n", row.name, mdEscape(row.value))
+		}
+	}
+	if len(checks) > 0 {
+		fmt.Fprintf(&b, "\n## %s\n\nThe scenario's expectations, checked against this run's summary (also in expectations.json).\n\n", checksHeading(checks))
+		b.WriteString("| " + strings.Join(checkColumns, " | ") + " |\n|" + strings.Repeat("---|", len(checkColumns)) + "\n")
+		for _, c := range checks {
+			row := checkRow(c)
+			for i := range row {
+				row[i] = mdEscape(row[i])
+			}
+			if !c.OK {
+				row[len(row)-1] = "**" + row[len(row)-1] + "**"
+			}
+			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 		}
 	}
 	b.WriteString("\n## Key performance indicators\n\nDefinitions: docs/report.md. Machine-readable: [summary.json](summary.json); per call: [calls.csv](calls.csv).\n\n")
@@ -281,7 +324,7 @@ func inlineSVG(svg string) string {
 	return svg
 }
 
-func htmlReport(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
+func htmlReport(r *run, s *Summary, checks []Check, plots []namedSVG, ladders []ladder) string {
 	var b strings.Builder
 	e := html.EscapeString
 	title := s.Scenario
@@ -298,7 +341,28 @@ func htmlReport(r *run, s *Summary, plots []namedSVG, ladders []ladder) string {
 			fmt.Fprintf(&b, "<tr><th>%s</th><td>%s</td></tr>\n", e(row.name), e(row.value))
 		}
 	}
-	b.WriteString("</table>\n<h2>Key performance indicators</h2>\n<p>Definitions: docs/report.md. Machine-readable: " +
+	b.WriteString("</table>\n")
+	if len(checks) > 0 {
+		fmt.Fprintf(&b, "<h2 id=\"expectations\">%s</h2>\n<p>The scenario's expectations, checked against this run's summary "+
+			"(also in <a href=\"expectations.json\">expectations.json</a>).</p>\n<table>\n<tr>", e(checksHeading(checks)))
+		for _, c := range checkColumns {
+			fmt.Fprintf(&b, "<th>%s</th>", e(c))
+		}
+		b.WriteString("</tr>\n")
+		for _, c := range checks {
+			style := ""
+			if !c.OK {
+				style = ` style="background:#fdd"`
+			}
+			fmt.Fprintf(&b, "<tr%s>", style)
+			for _, cell := range checkRow(c) {
+				fmt.Fprintf(&b, "<td>%s</td>", e(cell))
+			}
+			b.WriteString("</tr>\n")
+		}
+		b.WriteString("</table>\n")
+	}
+	b.WriteString("<h2>Key performance indicators</h2>\n<p>Definitions: docs/report.md. Machine-readable: " +
 		"<a href=\"summary.json\">summary.json</a>; per call: <a href=\"calls.csv\">calls.csv</a>.</p>\n<table>\n<tr><th>KPI</th><th>value</th></tr>\n")
 	for _, row := range kpiRows(s) {
 		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td></tr>\n", e(row.name), e(row.value))

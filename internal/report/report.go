@@ -24,9 +24,38 @@ const (
 	DirPlots     = "plots"
 )
 
+// Check is one of a scenario's expectations evaluated against the run's summary, as the report lists it (the
+// scenario package evaluates them: scenario.ReportChecks).
+type Check struct {
+	Name   string // what is checked, in words
+	Metric string // the summary's metric (docs/report.md)
+	// Value is the metric's value as printed, "-" when the summary has no such metric.
+	Value string
+	// Expected is the comparison: ">= 0.99", ">= affected_users (11)".
+	Expected string
+	OK       bool
+	// Reason explains a failure that is not a plain comparison (a missing metric).
+	Reason string
+}
+
+// Option configures Build.
+type Option func(*options)
+
+type options struct {
+	checks func(*Summary) []Check
+}
+
+// WithChecks lists the run's expectations in report.md and report.html, evaluated by fn against the summary
+// before the report is written (`imslab run` and `imslab report` pass the scenario's).
+func WithChecks(fn func(*Summary) []Check) Option { return func(o *options) { o.checks = fn } }
+
 // Build reads a finished run directory and writes summary.json, calls.csv, report.md, report.html
 // (self-contained: inline SVG), plots (SVG files), trace.pcap into it, and returns the summary.
-func Build(runDir string) (*Summary, error) {
+func Build(runDir string, opts ...Option) (*Summary, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	r, err := loadRun(runDir)
 	if err != nil {
 		return nil, err
@@ -178,11 +207,15 @@ func Build(runDir string) (*Summary, error) {
 	add(FileHTML)
 	add(FileSummary)
 
-	md := markdown(r, s, plots, ladders)
+	var checks []Check
+	if o.checks != nil {
+		checks = o.checks(s)
+	}
+	md := markdown(r, s, checks, plots, ladders)
 	if err := os.WriteFile(filepath.Join(runDir, FileMarkdown), []byte(md), 0o644); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(runDir, FileHTML), []byte(htmlReport(r, s, plots, ladders)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(runDir, FileHTML), []byte(htmlReport(r, s, checks, plots, ladders)), 0o644); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
 	b, err := json.MarshalIndent(s, "", "  ")

@@ -85,6 +85,24 @@ type Result struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// ValueText is the metric's value as the tables print it, "-" when the summary has no such metric.
+func (r Result) ValueText() string {
+	if r.Actual == nil {
+		return "-"
+	}
+	return formatNum(*r.Actual)
+}
+
+// ExpectedText is the comparison as the tables print it, with the other metric's value when there is one:
+// ">= 0.99", ">= affected_users (11)".
+func (r Result) ExpectedText() string {
+	exp := r.Expected()
+	if r.ValueOf != "" && r.Want != nil {
+		exp += " (" + formatNum(*r.Want) + ")"
+	}
+	return exp
+}
+
 // Evaluate checks every expectation against the run's metrics. A metric the summary does not have fails its
 // expectation (with a Reason).
 func Evaluate(exps []Expectation, m Metrics) []Result {

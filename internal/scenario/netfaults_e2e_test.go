@@ -88,8 +88,8 @@ func startNetns(ctx context.Context, name, binDir string, edit func(*scenario.Sc
 			Progress: 5 * time.Second, GracePeriod: 2 * time.Second, Netns: true},
 			scenario.WithOutput(r.out),
 			scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-			scenario.WithReportBuilder(func(dir string) (scenario.Metrics, error) {
-				m, err := report.Build(dir)
+			scenario.WithReportBuilder(func(dir string, eval scenario.Evaluator) (scenario.Metrics, error) {
+				m, err := report.Build(dir, scenario.ReportChecks(eval))
 				if err == nil {
 					r.metrics = m
 				}
@@ -379,8 +379,8 @@ faults:
 			_, err = scenario.Run(ctx, scenario.RunConfig{Scenario: sc, RunDir: dir, BinDir: binDir, GracePeriod: 2 * time.Second,
 				Netns: true}, scenario.WithOutput(&out),
 				scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-				scenario.WithReportBuilder(func(d string) (scenario.Metrics, error) {
-					m, err := report.Build(d)
+				scenario.WithReportBuilder(func(d string, eval scenario.Evaluator) (scenario.Metrics, error) {
+					m, err := report.Build(d, scenario.ReportChecks(eval))
 					sum = m
 					return m, err
 				}))

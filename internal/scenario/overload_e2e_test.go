@@ -208,8 +208,8 @@ var _ = Describe("overload at 2× capacity", Label("e2e"), Ordered, ContinueOnFa
 			KeepGoing: true}, // a phone whose initial registration timed out on the busy machine tries again
 			scenario.WithOutput(&out),
 			scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-			scenario.WithReportBuilder(func(runDir string) (scenario.Metrics, error) {
-				s, err := report.Build(runDir)
+			scenario.WithReportBuilder(func(runDir string, eval scenario.Evaluator) (scenario.Metrics, error) {
+				s, err := report.Build(runDir, scenario.ReportChecks(eval))
 				sum = s
 				return s, err
 			}))

@@ -37,8 +37,8 @@ traffic: {phones: 20, first_user: 9991, register_rate: 50, call_rate: 4, hold: 2
 			Progress: 3 * time.Second, GracePeriod: 2 * time.Second},
 			scenario.WithOutput(&out),
 			scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-			scenario.WithReportBuilder(func(runDir string) (scenario.Metrics, error) {
-				s, err := report.Build(runDir)
+			scenario.WithReportBuilder(func(runDir string, eval scenario.Evaluator) (scenario.Metrics, error) {
+				s, err := report.Build(runDir, scenario.ReportChecks(eval))
 				sum = s
 				return s, err
 			}))

@@ -56,9 +56,9 @@ var _ = Describe("the traffic model and time to restore (realistic-pcscf-kill, s
 
 		dir, err = os.MkdirTemp("", "realistic-pcscf-kill-")
 		Expect(err).NotTo(HaveOccurred())
-		build := func(runDir string) (scenario.Metrics, error) {
+		build := func(runDir string, eval scenario.Evaluator) (scenario.Metrics, error) {
 			var err error
-			s, err = report.Build(runDir)
+			s, err = report.Build(runDir, scenario.ReportChecks(eval))
 			return s, err
 		}
 		o, err = scenario.Run(ctx, scenario.RunConfig{Scenario: sc, ScenarioFile: file, RunDir: filepath.Join(dir, "run"),

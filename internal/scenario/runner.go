@@ -162,9 +162,13 @@ func (r *runner) newLab(topo *topology.Topology, seed int64) (labBackend, func()
 	return l, func() phoneNet { return phoneNet{dns: l.Topology().DNS.Listen, listen: l.PhoneListen()} }, nil
 }
 
-// ReportBuilder turns a finished run directory into its report and returns the summary's metrics. The command
-// passes report.Build; tests pass a fake.
-type ReportBuilder func(runDir string) (Metrics, error)
+// ReportBuilder turns a finished run directory into its report and returns the summary's metrics. eval checks
+// the scenario's expectations against a summary, so that the report can list them (ReportChecks). The command
+// passes report.Build with ReportChecks(eval); tests pass a fake.
+type ReportBuilder func(runDir string, eval Evaluator) (Metrics, error)
+
+// Evaluator checks a scenario's expectations against a run's metrics.
+type Evaluator func(Metrics) []Result
 
 // RunOption configures optional collaborators of a run.
 type RunOption func(*runner)
@@ -498,7 +502,7 @@ func (r *runner) evaluate(o *Outcome) (*Outcome, error) {
 		return o, fmt.Errorf("scenario %s: no report builder: cannot evaluate the expectations", r.sc.Name)
 	}
 	r.out.printf("building the report…\n")
-	m, err := r.report(o.RunDir)
+	m, err := r.report(o.RunDir, func(m Metrics) []Result { return Evaluate(r.sc.Expectations, m) })
 	if err != nil {
 		return o, fmt.Errorf("scenario %s: report: %w", r.sc.Name, err)
 	}
@@ -534,14 +538,7 @@ func PrintResults(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "EXPECTATION\tMETRIC\tVALUE\tEXPECTED\tOK")
 	for _, res := range results {
-		val := "-"
-		if res.Actual != nil {
-			val = formatNum(*res.Actual)
-		}
-		exp := res.Expected()
-		if res.ValueOf != "" && res.Want != nil {
-			exp += " (" + formatNum(*res.Want) + ")"
-		}
+		val, exp := res.ValueText(), res.ExpectedText()
 		ok := "yes"
 		if !res.OK {
 			ok = "NO"

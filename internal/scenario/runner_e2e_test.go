@@ -82,7 +82,7 @@ expectations:
 			runDir := filepath.Join(GinkgoT().TempDir(), "run")
 			var out strings.Builder
 			var built string
-			fake := func(dir string) (scenario.Metrics, error) {
+			fake := func(dir string, eval scenario.Evaluator) (scenario.Metrics, error) {
 				built = dir
 				Expect(filepath.Join(dir, "scenario.json")).To(BeAnExistingFile(), "the report reads a finished run")
 				recs := readJSONL[map[string]any](filepath.Join(dir, "records.jsonl"))
@@ -203,7 +203,7 @@ expectations:
 		runDir := filepath.Join(GinkgoT().TempDir(), "run")
 		var out strings.Builder
 		built := false
-		fake := func(dir string) (scenario.Metrics, error) {
+		fake := func(dir string, eval scenario.Evaluator) (scenario.Metrics, error) {
 			built = true
 			return metrics{"calls.total": 3}, nil
 		}

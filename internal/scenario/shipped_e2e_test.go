@@ -202,8 +202,8 @@ func runShipped(ctx SpecContext, name, binDir, dir string, d time.Duration) *shi
 
 	r := &shippedRun{dir: filepath.Join(dir, "run"), domain: sc.Topology.Domain, sc: sc}
 	var out strings.Builder
-	build := func(runDir string) (scenario.Metrics, error) {
-		s, err := report.Build(runDir)
+	build := func(runDir string, eval scenario.Evaluator) (scenario.Metrics, error) {
+		s, err := report.Build(runDir, scenario.ReportChecks(eval))
 		if err != nil {
 			return nil, err
 		}

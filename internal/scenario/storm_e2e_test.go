@@ -50,8 +50,8 @@ func runStorm(ctx SpecContext, name, binDir, dir string) (*report.Summary, strin
 		BinDir: binDir, Progress: 4 * time.Second, GracePeriod: 2 * time.Second, KeepGoing: true},
 		scenario.WithOutput(&out),
 		scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-		scenario.WithReportBuilder(func(runDir string) (scenario.Metrics, error) {
-			s, err := report.Build(runDir)
+		scenario.WithReportBuilder(func(runDir string, eval scenario.Evaluator) (scenario.Metrics, error) {
+			s, err := report.Build(runDir, scenario.ReportChecks(eval))
 			sum = s
 			return s, err
 		}))
