@@ -196,7 +196,9 @@ func runCompose(ctx context.Context, name string, edit func(*scenario.Scenario))
 		Backend: scenario.BackendCompose, Progress: 5 * time.Second, GracePeriod: 2 * time.Second},
 		scenario.WithOutput(&out),
 		scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-		scenario.WithReportBuilder(func(runDir string, eval scenario.Evaluator) (scenario.Metrics, error) { return report.Build(runDir, scenario.ReportChecks(eval)) }))
+		scenario.WithReportBuilder(func(runDir string, eval scenario.Evaluator) (scenario.Metrics, error) {
+			return report.Build(runDir, scenario.ReportChecks(eval))
+		}))
 	GinkgoWriter.Println(out.String())
 	Expect(err).NotTo(HaveOccurred(), out.String())
 	Expect(o.Passed).To(BeTrue(), failedExpectations(o)+"\n"+out.String())

@@ -39,7 +39,9 @@ var _ = Describe("a shortened baseline with every node in its own network namesp
 			GracePeriod: 2 * time.Second, Netns: true},
 			scenario.WithOutput(&out),
 			scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-			scenario.WithReportBuilder(func(dir string, eval scenario.Evaluator) (scenario.Metrics, error) { return report.Build(dir, scenario.ReportChecks(eval)) }))
+			scenario.WithReportBuilder(func(dir string, eval scenario.Evaluator) (scenario.Metrics, error) {
+				return report.Build(dir, scenario.ReportChecks(eval))
+			}))
 		GinkgoWriter.Println(out.String())
 		Expect(err).NotTo(HaveOccurred())
 		for _, r := range o.Results {
