@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=docs/results/issue11
 scenarios=(hss-outage failback-pcscf dns-outage site-loss flapping-scscf gray-pcscf
-  compose/hss-outage compose/site-loss compose/gray-pcscf)
+  compose/hss-outage compose/site-loss compose/gray-pcscf compose/failback-pcscf compose/dns-outage
+  compose/flapping-scscf)
 if [[ "${1:-}" == "--run" ]]; then
   shift
   todo=("${scenarios[@]}")

@@ -479,11 +479,13 @@ faults:
 
 			By("the link's delay shows in the BAC's measured OPTIONS round trips: south minus north is 2 × 20 ms ± 20 %")
 			extra := siteRTTExtra(r.dir)
-			// The link adds 2 × 20 ms; within 20 % is 32-48 ms. The NFQUEUE delay line (no sch_netem here) runs in
-			// this process beside the phones and releases packets late when the machine is busy: with a probe call
-			// per phone every 500 ms (80/s under the race detector) one run measured 60.5 ms; with one per second, 4
-			// quiet runs in a row 40.6-42.1 ms and one full CI run 49.4 ms. The lower bound is the 20 %; the
-			// upper one allows the delay line's lateness on a loaded machine (+60 %).
+			// The link adds 2 × 20 ms; within 20 % is 32-48 ms. The NFQUEUE delay line (no sch_netem here; child
+			// processes of this test since 2026-12-02, docs/faults.md) shares the two cores with the lab and the
+			// phones and releases packets late when the machine is busy: with a probe call per phone every 500 ms
+			// (80/s under the race detector) one run measured 60.5 ms; with one per second, 4 quiet runs in a row
+			// 40.6-42.1 ms and one full CI run 49.4 ms (both before the move). The lower bound is the 20 %;
+			// the upper one allows the delay line's lateness on a loaded machine (+60 %). The delay line alone is
+			// held to the 20 % both ways by internal/netfault's delay spec (20 ms ± 20 %).
 			Expect(extra).To(BeNumerically(">=", 32), "the site link adds 20 ms each way to a probe's round trip")
 			Expect(extra).To(BeNumerically("<=", 64), "the site link adds 20 ms each way to a probe's round trip")
 		})
