@@ -32,7 +32,12 @@ type ClientConfig struct {
 	DestinationHost  string // optional
 	ProductName      string
 	RequestTimeout   time.Duration // applied when the caller's context has no deadline (default 2s)
-	DialTimeout      time.Duration // default 2s
+	DialTimeout      time.Duration // a connection attempt in all: TCP handshake and capabilities exchange (default 2s)
+	// ConnectTimeout bounds the TCP handshake of an attempt (default 300ms). An HSS whose host is gone (a stopped
+	// container: its address answers nothing, not even a reset) would otherwise hold each attempt for the whole
+	// DialTimeout, and the kernel's SYN retransmission (1 s) would set when its return is noticed; on a LAN the
+	// handshake of a live HSS takes well under a millisecond.
+	ConnectTimeout time.Duration
 	WatchdogInterval time.Duration // DWR interval (default 5s)
 	ReconnectMin     time.Duration // first reconnect delay (default 100ms), doubled up to ReconnectMax
 	ReconnectMax     time.Duration // default 2s
@@ -41,8 +46,9 @@ type ClientConfig struct {
 	// so requests made meanwhile still wait and go out; an HSS that is down does not hold every SIP transaction
 	// that needs it until its timeout, and its return is not met by a burst of every request queued meanwhile.
 	// A request that fails fast first asks for a connection attempt on demand (at most one per ReconnectMin) and
-	// waits up to 2×ReconnectMin for it, so the HSS's return is noticed by the first request after it, not at the
-	// next backoff tick (up to ReconnectMax later).
+	// waits for it, and for the one after it when an attempt was already under way (at most
+	// 2×(ConnectTimeout+ReconnectMin) in all), so the HSS's return is noticed by the first request after it, not
+	// at the next backoff tick (up to ReconnectMax later).
 	FailFastAfter time.Duration
 }
 
@@ -55,7 +61,8 @@ func (c *ClientConfig) Validate() error {
 		return errors.New("cx client: origin_realm: must be set")
 	case c.DestinationRealm == "":
 		return errors.New("cx client: destination_realm: must be set")
-	case c.RequestTimeout < 0 || c.DialTimeout < 0 || c.WatchdogInterval < 0 || c.ReconnectMin < 0 || c.ReconnectMax < 0:
+	case c.RequestTimeout < 0 || c.DialTimeout < 0 || c.ConnectTimeout < 0 || c.WatchdogInterval < 0 || c.ReconnectMin < 0 ||
+		c.ReconnectMax < 0:
 		return errors.New("cx client: timers: must not be negative")
 	}
 	return nil
@@ -71,6 +78,10 @@ func (c *ClientConfig) defaults() {
 	if c.DialTimeout == 0 {
 		c.DialTimeout = 2 * time.Second
 	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = 300 * time.Millisecond
+	}
+	c.ConnectTimeout = min(c.ConnectTimeout, c.DialTimeout)
 	if c.WatchdogInterval == 0 {
 		c.WatchdogInterval = 5 * time.Second
 	}
@@ -108,6 +119,9 @@ type Client struct {
 	pending    map[uint32]chan *diam.Message
 
 	kick chan struct{} // a request asks Run for a connection attempt now instead of at the next backoff tick
+
+	// connectTCP makes the TCP connection of an attempt (tests replace it with an address that answers nothing).
+	connectTCP func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // ClientOption configures optional collaborators.
@@ -126,7 +140,11 @@ func NewClient(cfg ClientConfig, opts ...ClientOption) (*Client, error) {
 	}
 	cfg.defaults()
 	c := &Client{cfg: cfg, log: slog.Default(), connected: make(chan struct{}), attempted: make(chan struct{}),
-		pending: map[uint32]chan *diam.Message{}, kick: make(chan struct{}, 1)}
+		pending: map[uint32]chan *diam.Message{}, kick: make(chan struct{}, 1),
+		connectTCP: func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -205,10 +223,9 @@ func (c *Client) dial(ctx context.Context) (diam.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolve hss: %w", err)
 	}
-	dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
 	defer cancel()
-	var d net.Dialer
-	raw, err := d.DialContext(dctx, "tcp", addr)
+	raw, err := c.connectTCP(cctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +380,8 @@ func (c *Client) roundTrip(ctx context.Context, code uint32, env *Envelope, payl
 }
 
 // awaitConn returns the connection, waiting for it while ctx allows. Once the HSS has been unreachable for
-// FailFastAfter it asks for an attempt on demand and waits for that attempt only (bounded by 2×ReconnectMin).
+// FailFastAfter it asks for an attempt on demand and waits for that attempt only (bounded by
+// 2×(ConnectTimeout+ReconnectMin)).
 func (c *Client) awaitConn(ctx context.Context, name string) (diam.Conn, error) {
 	for {
 		c.mu.Lock()
@@ -391,7 +409,7 @@ func (c *Client) attemptNow(ctx context.Context, name string, downSince time.Tim
 	case c.kick <- struct{}{}:
 	default: // an attempt is already asked for
 	}
-	grace := time.NewTimer(2 * c.cfg.ReconnectMin)
+	grace := time.NewTimer(2 * (c.cfg.ConnectTimeout + c.cfg.ReconnectMin))
 	defer grace.Stop()
 	// An attempt under way when this request came may have started before the HSS was back: wait for the one
 	// after it too (the one asked for), within the grace.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fiorix/go-diameter/v4/diam"
@@ -212,6 +213,58 @@ var _ = Describe("Cx client and server", Label("integration"), func() {
 		start := time.Now()
 		a, err := cli.LocationInfo(sctx, &LIR{PublicIdentity: "sip:a@ims.test"})
 		Expect(err).NotTo(HaveOccurred(), "the first request after the return asks for an attempt and goes out on it")
+		Expect(a.Result).To(Equal(Success))
+		Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second))
+	})
+
+	It("gives up an attempt whose address answers nothing after ConnectTimeout, so the first request after the "+
+		"HSS's return is served", SpecTimeout(30*time.Second), func(sctx SpecContext) {
+		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		addr := ln.Addr().String()
+		stop1, done1 := serveHSS(ln, logger)
+		cli, err := NewClient(ClientConfig{Addr: addr, OriginHost: "icscf.ims.test", OriginRealm: "ims.test",
+			DestinationRealm: "ims.test", ReconnectMin: 50 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+			FailFastAfter: 300 * time.Millisecond}, WithClientLogger(logger))
+		Expect(err).NotTo(HaveOccurred())
+		// While the HSS is gone its address answers nothing, as a stopped container's does (no reset): a
+		// connection attempt then waits until its context gives up. Each attempt's wait is recorded.
+		var gone atomic.Bool
+		waits := make(chan time.Duration, 1000)
+		real := cli.connectTCP
+		cli.connectTCP = func(ctx context.Context, a string) (net.Conn, error) {
+			if !gone.Load() {
+				return real(ctx, a)
+			}
+			start := time.Now()
+			<-ctx.Done()
+			waits <- time.Since(start)
+			return nil, ctx.Err()
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		DeferCleanup(cancel)
+		go func() { _ = cli.Run(ctx) }()
+		Eventually(cli.Connected()).Should(BeClosed())
+
+		gone.Store(true)
+		stop1()
+		Eventually(done1).Should(Receive(BeNil()))
+		var w time.Duration
+		Eventually(waits, 5*time.Second).Should(Receive(&w), "an attempt to the silent address")
+		Expect(w).To(BeNumerically("<", time.Second), "the attempt gave up after ConnectTimeout (300 ms), not DialTimeout (2 s)")
+		time.Sleep(time.Second) // down for longer than FailFastAfter: requests now ask for attempts on demand
+
+		ln2, err := net.Listen("tcp", addr)
+		Expect(err).NotTo(HaveOccurred())
+		stop2, _ := serveHSS(ln2, logger)
+		DeferCleanup(stop2)
+		gone.Store(false)
+		// An attempt to the silent address may be under way: the request waits for it to give up and for the
+		// next one, which finds the HSS.
+		start := time.Now()
+		a, err := cli.LocationInfo(sctx, &LIR{PublicIdentity: "sip:a@ims.test"})
+		Expect(err).NotTo(HaveOccurred(), "the first request after the return is served")
 		Expect(a.Result).To(Equal(Success))
 		Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second))
 	})
