@@ -37,7 +37,7 @@ type ClientConfig struct {
 	// container: its address answers nothing, not even a reset) would otherwise hold each attempt for the whole
 	// DialTimeout, and the kernel's SYN retransmission (1 s) would set when its return is noticed; on a LAN the
 	// handshake of a live HSS takes well under a millisecond.
-	ConnectTimeout time.Duration
+	ConnectTimeout   time.Duration
 	WatchdogInterval time.Duration // DWR interval (default 5s)
 	ReconnectMin     time.Duration // first reconnect delay (default 100ms), doubled up to ReconnectMax
 	ReconnectMax     time.Duration // default 2s
