@@ -48,7 +48,10 @@ const (
 // Serve-stale (RFC 8767): an answer is kept for WithServeStale's max-stale (default 1 h) after its TTL. When the
 // server does not answer (timeout, network error, SERVFAIL, REFUSED) and such an expired answer exists, it is
 // served instead of an error, and for the failure-recheck period (default 5 s) later lookups of that name get the
-// stale answer at once, without waiting for another query to time out. An authoritative "no such name" is never
+// stale answer at once, without waiting for another query to time out. After that period the stale answer is
+// still served at once and the server is asked again in the background (RFC 8767 §5 with a client timeout of zero
+// for a name whose refresh failed, as Unbound's serve-expired-client-timeout 0): a lookup waits for a dead server
+// once, when it is first found dead, not once per recheck period at every hop of a call. An authoritative "no such name" is never
 // overridden. Without it a dead DNS server stops every new call one TTL after it dies (issue 11's dns-outage).
 // It is safe for concurrent use.
 type DNSResolver struct {
@@ -61,9 +64,10 @@ type DNSResolver struct {
 	maxStale time.Duration // 0: no serve-stale
 	recheck  time.Duration
 
-	queries atomic.Uint64
-	hits    atomic.Uint64
-	stale   atomic.Uint64
+	queries   atomic.Uint64
+	hits      atomic.Uint64
+	stale     atomic.Uint64
+	refreshes atomic.Uint64
 
 	mu    sync.Mutex
 	cache map[cacheKey]cacheEntry
@@ -155,6 +159,9 @@ func (r *DNSResolver) CacheHits() uint64 { return r.hits.Load() }
 // StaleServed returns how many lookups were answered with an expired answer because the server did not answer.
 func (r *DNSResolver) StaleServed() uint64 { return r.stale.Load() }
 
+// BackgroundRefreshes counts the refreshes of names served stale that were asked in the background.
+func (r *DNSResolver) BackgroundRefreshes() uint64 { return r.refreshes.Load() }
+
 // Defaults of serve-stale (WithServeStale).
 const (
 	DefaultMaxStale     = time.Hour
@@ -167,9 +174,18 @@ const (
 // be, the error says why.
 func (r *DNSResolver) LookupSRV(ctx context.Context, name string) ([]Target, error) {
 	key := cacheKey{name: canonical(name), qtype: dns.TypeSRV}
-	if e, ok := r.cached(key); ok {
+	if e, ok, refresh := r.cached(key); ok {
+		if refresh {
+			go r.refresh(func(ctx context.Context) error { _, err := r.resolveSRV(ctx, key); return err })
+		}
 		return slices.Clone(e.targets), nil
 	}
+	return r.resolveSRV(ctx, key)
+}
+
+// resolveSRV asks the server for key's SRV records (and the targets' A records it needs), caches the result, and
+// serves the stale answer when the server does not answer.
+func (r *DNSResolver) resolveSRV(ctx context.Context, key cacheKey) ([]Target, error) {
 	sent := r.clock.Now()
 	resp, err := r.exchange(ctx, key.name, dns.TypeSRV)
 	if err != nil {
@@ -253,9 +269,19 @@ func (r *DNSResolver) LookupHost(ctx context.Context, host string) (string, erro
 // lookupA returns the A answer for a canonical name with its expiry, from the cache when it is still fresh.
 func (r *DNSResolver) lookupA(ctx context.Context, name string) (cacheEntry, error) {
 	key := cacheKey{name: name, qtype: dns.TypeA}
-	if e, ok := r.cached(key); ok {
+	if e, ok, refresh := r.cached(key); ok {
+		if refresh {
+			go r.refresh(func(ctx context.Context) error { _, err := r.resolveA(ctx, key); return err })
+		}
 		return e, nil
 	}
+	return r.resolveA(ctx, key)
+}
+
+// resolveA asks the server for key's A record, caches it, and serves the stale answer when the server does not
+// answer.
+func (r *DNSResolver) resolveA(ctx context.Context, key cacheKey) (cacheEntry, error) {
+	name := key.name
 	sent := r.clock.Now()
 	resp, err := r.exchange(ctx, name, dns.TypeA)
 	if err != nil {
@@ -332,29 +358,48 @@ func (r *DNSResolver) exchangeOnce(ctx context.Context, c *dns.Client, m *dns.Ms
 	return resp, nil
 }
 
-func (r *DNSResolver) cached(key cacheKey) (cacheEntry, bool) {
+// refresh asks the server again in the background for a name served stale (one refresh per name and recheck
+// period: cached starts the next period before it hands the refresh out).
+func (r *DNSResolver) refresh(resolve func(context.Context) error) {
+	r.refreshes.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*r.timeout) // a UDP query and its TCP retry
+	defer cancel()
+	_ = resolve(ctx) // a failure keeps the stale answer (serveStale) for another recheck period
+}
+
+// cached returns key's answer when it is fresh, or its stale answer while the server is known to be failing:
+// within the failure-recheck period at once, and after it at once too, with refresh true (the caller asks the
+// server again in the background; the next period starts now, so only one lookup per period refreshes).
+func (r *DNSResolver) cached(key cacheKey) (e cacheEntry, ok, refresh bool) {
 	if r.maxCache == 0 {
-		return cacheEntry{}, false
+		return cacheEntry{}, false, false
 	}
 	now := r.clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e, ok := r.cache[key]
+	e, ok = r.cache[key]
 	if !ok {
-		return cacheEntry{}, false
+		return cacheEntry{}, false, false
 	}
 	if !now.Before(e.expires) {
 		if now.Before(e.failedUntil) { // the server failed a moment ago: stale at once, no query
 			r.stale.Add(1)
-			return e, true
+			return e, true, false
 		}
 		if r.maxStale == 0 || now.After(e.expires.Add(r.maxStale)) {
 			delete(r.cache, key)
+			return cacheEntry{}, false, false
 		}
-		return cacheEntry{}, false
+		if !e.failedUntil.IsZero() { // its last refresh failed: stale at once, ask again in the background
+			e.failedUntil = now.Add(r.recheck)
+			r.cache[key] = e
+			r.stale.Add(1)
+			return e, true, true
+		}
+		return cacheEntry{}, false, false
 	}
 	r.hits.Add(1)
-	return e, true
+	return e, true, false
 }
 
 func (r *DNSResolver) store(key cacheKey, e cacheEntry) {

@@ -233,17 +233,31 @@ var _ = Describe("DNSResolver", Label("integration"), func() {
 			Expect(r.Queries()).To(Equal(queries))
 			Expect(r.StaleServed()).To(BeEquivalentTo(2))
 
-			clk.Advance(5 * time.Second) // the recheck period is over: ask again
-			_, err = r.LookupSRV(ctx, name)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(r.Queries()).To(BeNumerically(">", queries))
+			// The recheck period is over: the stale answer is still served at once, and the server is asked again in
+			// the background (once per period, whatever the number of lookups).
+			clk.Advance(5 * time.Second)
+			for range 3 {
+				start = time.Now()
+				ts, err = r.LookupSRV(ctx, name)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(ts).To(Equal(fresh))
+				Expect(time.Since(start)).To(BeNumerically("<", 100*time.Millisecond), "served stale without waiting")
+			}
+			Eventually(r.Queries).Should(BeNumerically(">", queries), "asked again in the background")
+			Expect(r.BackgroundRefreshes()).To(BeEquivalentTo(1))
+			Expect(r.StaleServed()).To(BeEquivalentTo(5))
 
-			srv.silent.Store(false) // the server is back: fresh answers again
+			srv.silent.Store(false) // the server is back: its answer replaces the stale one at the next refresh
 			srv.Zone("_sip._udp.pcscf.ims.test. 1 IN SRV 1 10 5061 pcscf1.ims.test.")
+			time.Sleep(300 * time.Millisecond) // the background refresh's query to the silent server has timed out
 			clk.Advance(5 * time.Second)
 			ts, err = r.LookupSRV(ctx, name)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(ts).To(HaveLen(1))
+			Expect(ts).To(Equal(fresh), "this lookup is served stale and starts the refresh")
+			Eventually(func() []pool.Target {
+				ts, _ := r.LookupSRV(ctx, name)
+				return ts
+			}).Should(HaveLen(1), "the refreshed answer")
 		}, SpecTimeout(10*time.Second))
 
 		It("serves stale on SERVFAIL, resolves host names stale too, and stops after max-stale", func(ctx SpecContext) {
