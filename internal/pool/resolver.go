@@ -51,7 +51,11 @@ const (
 // stale answer at once, without waiting for another query to time out. After that period the stale answer is
 // still served at once and the server is asked again in the background (RFC 8767 §5 with a client timeout of zero
 // for a name whose refresh failed, as Unbound's serve-expired-client-timeout 0): a lookup waits for a dead server
-// once, when it is first found dead, not once per recheck period at every hop of a call. An authoritative "no such name" is never
+// once, when it is first found dead, not once per recheck period at every hop of a call. And that first wait is
+// bounded by the stale-answer client timeout (WithStaleClientTimeout, default 200 ms, RFC 8767 §5): when the
+// server has not answered a refresh by then and an expired answer is at hand, the expired answer is served and
+// the query goes on in the background (a dead server whose address answers nothing, a stopped container's, would
+// otherwise hold the lookup for the whole query timeout at each hop of a call). An authoritative "no such name" is never
 // overridden. Without it a dead DNS server stops every new call one TTL after it dies (issue 11's dns-outage).
 // It is safe for concurrent use.
 type DNSResolver struct {
@@ -63,6 +67,8 @@ type DNSResolver struct {
 
 	maxStale time.Duration // 0: no serve-stale
 	recheck  time.Duration
+	// clientTimeout: how long a lookup with an expired answer at hand waits for the server (0: the query timeout).
+	clientTimeout time.Duration
 
 	queries   atomic.Uint64
 	hits      atomic.Uint64
@@ -121,6 +127,18 @@ func WithServeStale(maxStale, recheck time.Duration) ResolverOption {
 	}
 }
 
+// WithStaleClientTimeout sets how long a lookup that has an expired answer at hand (within max-stale) waits for the
+// server's fresh one before it is served the expired answer, the query going on in the background (default
+// 200 ms; 0: wait for the query's own timeout). RFC 8767 §5 suggests 1.8 s for stub resolvers behind a 2 s
+// timeout; a SIP hop's lookup sits inside a call setup, and a call crosses up to six of them.
+func WithStaleClientTimeout(d time.Duration) ResolverOption {
+	return func(r *DNSResolver) {
+		if d >= 0 {
+			r.clientTimeout = d
+		}
+	}
+}
+
 // WithResolverClock sets the clock cache expiry is measured with (tests). Query timeouts use the system clock.
 func WithResolverClock(c Clock) ResolverOption {
 	return func(r *DNSResolver) {
@@ -142,6 +160,8 @@ func NewDNSResolver(server string, opts ...ResolverOption) *DNSResolver {
 		cache:    map[cacheKey]cacheEntry{},
 		maxStale: DefaultMaxStale,
 		recheck:  DefaultStaleRecheck,
+
+		clientTimeout: DefaultStaleClientTimeout,
 	}
 	for _, o := range opts {
 		o(r)
@@ -166,6 +186,8 @@ func (r *DNSResolver) BackgroundRefreshes() uint64 { return r.refreshes.Load() }
 const (
 	DefaultMaxStale     = time.Hour
 	DefaultStaleRecheck = 5 * time.Second
+	// DefaultStaleClientTimeout: WithStaleClientTimeout's default.
+	DefaultStaleClientTimeout = 200 * time.Millisecond
 )
 
 // LookupSRV implements Resolver. Targets come in answer order with the addresses from the additional section, or
@@ -180,7 +202,56 @@ func (r *DNSResolver) LookupSRV(ctx context.Context, name string) ([]Target, err
 		}
 		return slices.Clone(e.targets), nil
 	}
+	if e, ok := r.expired(key); ok {
+		return withClientTimeout(ctx, r, func(ctx context.Context) ([]Target, error) { return r.resolveSRV(ctx, key) },
+			slices.Clone(e.targets))
+	}
 	return r.resolveSRV(ctx, key)
+}
+
+// expired returns key's expired answer when it may still be served (within max-stale of its TTL) and the
+// stale-answer client timeout is shorter than the query timeout, so that waiting for the server can be cut short.
+func (r *DNSResolver) expired(key cacheKey) (cacheEntry, bool) {
+	if r.maxStale == 0 || r.maxCache == 0 || r.clientTimeout <= 0 || r.clientTimeout >= r.timeout {
+		return cacheEntry{}, false
+	}
+	now := r.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.cache[key]
+	if !ok || now.Before(e.expires) || now.After(e.expires.Add(r.maxStale)) {
+		return cacheEntry{}, false
+	}
+	return e, true
+}
+
+// withClientTimeout runs resolve, a refresh of a name whose expired answer is stale, and returns its result if it
+// comes within the stale-answer client timeout; otherwise it returns stale and lets resolve finish in the
+// background (it caches a fresh answer, or starts the failure-recheck period when the server does not answer).
+func withClientTimeout[T any](ctx context.Context, r *DNSResolver, resolve func(context.Context) (T, error), stale T) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*r.timeout) // a UDP query and its TCP retry
+		defer cancel()
+		v, err := resolve(qctx)
+		done <- result{v, err}
+	}()
+	t := time.NewTimer(r.clientTimeout)
+	defer t.Stop()
+	select {
+	case res := <-done:
+		return res.v, res.err
+	case <-t.C:
+		r.stale.Add(1)
+		return stale, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
 }
 
 // resolveSRV asks the server for key's SRV records (and the targets' A records it needs), caches the result, and
@@ -274,6 +345,9 @@ func (r *DNSResolver) lookupA(ctx context.Context, name string) (cacheEntry, err
 			go r.refresh(func(ctx context.Context) error { _, err := r.resolveA(ctx, key); return err })
 		}
 		return e, nil
+	}
+	if e, ok := r.expired(key); ok {
+		return withClientTimeout(ctx, r, func(ctx context.Context) (cacheEntry, error) { return r.resolveA(ctx, key) }, e)
 	}
 	return r.resolveA(ctx, key)
 }

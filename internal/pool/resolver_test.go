@@ -260,6 +260,35 @@ var _ = Describe("DNSResolver", Label("integration"), func() {
 			}).Should(HaveLen(1), "the refreshed answer")
 		}, SpecTimeout(10*time.Second))
 
+		It("waits for a silent server no longer than the stale-answer client timeout when an expired answer is at hand",
+			func(ctx SpecContext) {
+				slow := pool.NewDNSResolver(srv.Addr, pool.WithResolverClock(clk), pool.WithQueryTimeout(time.Second),
+					pool.WithServeStale(time.Hour, 5*time.Second), pool.WithStaleClientTimeout(100*time.Millisecond))
+				fresh, err := slow.LookupSRV(ctx, name)
+				Expect(err).NotTo(HaveOccurred())
+				ip, err := slow.LookupHost(ctx, "pcscf1.ims.test")
+				Expect(err).NotTo(HaveOccurred())
+				srv.silent.Store(true)
+				clk.Advance(2 * time.Second) // past the TTL of 1 s
+
+				start := time.Now()
+				ts, err := slow.LookupSRV(ctx, name)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(ts).To(Equal(fresh))
+				Expect(slow.LookupHost(ctx, "pcscf1.ims.test")).To(Equal(ip))
+				Expect(time.Since(start)).To(BeNumerically("<", 800*time.Millisecond),
+					"both served stale after the 100 ms client timeout, not the 1 s query timeout")
+
+				// The query went on in the background and found the server back: its fresh answer is cached.
+				srv.Zone("_sip._udp.pcscf.ims.test. 1 IN SRV 1 10 5061 pcscf1.ims.test.")
+				srv.silent.Store(false)
+				Eventually(func() []pool.Target {
+					clk.Advance(6 * time.Second) // past the TTL and any recheck period: ask again
+					ts, _ := slow.LookupSRV(ctx, name)
+					return ts
+				}, 5*time.Second, 200*time.Millisecond).Should(HaveLen(1))
+			}, SpecTimeout(10*time.Second))
+
 		It("serves stale on SERVFAIL, resolves host names stale too, and stops after max-stale", func(ctx SpecContext) {
 			_, err := r.LookupSRV(ctx, name)
 			Expect(err).NotTo(HaveOccurred())
