@@ -456,6 +456,10 @@ faults:
 			})
 			r.wait()
 			if r.err != nil && errors.Is(r.err, netfault.ErrUnsupported) {
+				if os.Getenv("IMSLAB_REQUIRE_NETNS") != "" {
+					Fail("the site link's delay cannot be applied on this kernel, and the network faults are required " +
+						"(IMSLAB_REQUIRE_NETNS is set): " + r.err.Error())
+				}
 				Skip("the site link's delay cannot be applied on this kernel: " + r.err.Error())
 			}
 			Expect(r.err).NotTo(HaveOccurred())
