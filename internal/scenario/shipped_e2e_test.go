@@ -191,6 +191,12 @@ func buildNodesInto(ctx SpecContext, dir string) string {
 // run recorded, with the run directory <dir>/run.
 func runShipped(ctx SpecContext, name, binDir, dir string, d time.Duration) *shippedRun {
 	GinkgoHelper()
+	return runShippedEdited(ctx, name, binDir, dir, d, nil)
+}
+
+// runShippedEdited is runShipped with the shortened scenario changed by edit (nil: as shipped) before it runs.
+func runShippedEdited(ctx SpecContext, name, binDir, dir string, d time.Duration, edit func(*scenario.Scenario)) *shippedRun {
+	GinkgoHelper()
 	wd, err := os.Getwd()
 	Expect(err).NotTo(HaveOccurred())
 	repo, err := lab.FindRepo(wd)
@@ -199,6 +205,10 @@ func runShipped(ctx SpecContext, name, binDir, dir string, d time.Duration) *shi
 	sc, err := scenario.Load(file)
 	Expect(err).NotTo(HaveOccurred())
 	shortenTo(sc, freeBlock(shippedPorts(sc)), shippedPorts(sc), d)
+	if edit != nil {
+		edit(sc)
+		Expect(sc.Validate()).To(Succeed())
+	}
 
 	r := &shippedRun{dir: filepath.Join(dir, "run"), domain: sc.Topology.Domain, sc: sc}
 	var out strings.Builder
