@@ -20,19 +20,28 @@ type Provenance struct {
 	Finished time.Time          `json:"finished"`
 	// RunCommits counts the runs in the results by the commit that ran them ("<sha>" or "<sha>+dirty", from
 	// each run's study-env.json; "unrecorded" for runs without one): a study resumed on other code shows
-	// more than one. LoadAvgMax is the highest 1-minute load average seen at the start or end of a run, and
-	// CPUsAllowed the CPUs the last run could use (taskset).
-	RunCommits  map[string]int `json:"run_commits,omitempty"`
-	LoadAvgMax  float64        `json:"loadavg1_max,omitempty"`
+	// more than one. LoadAvgMax is the highest 1-minute load average seen at the start or end of a run.
+	RunCommits map[string]int `json:"run_commits,omitempty"`
+	LoadAvgMax float64        `json:"loadavg1_max,omitempty"`
+	// CPUsAllowed is every CPU a run could use (taskset), and RunCPUs counts the runs by the set they could use
+	// ("[0]": 80, "[1]": 80 for a study run as two halves pinned one per CPU).
 	CPUsAllowed []int          `json:"cpus_allowed,omitempty"`
+	RunCPUs     map[string]int `json:"run_cpus,omitempty"`
+	// RunCommands counts the runs by the command line that made them (each run's summary.json provenance): the
+	// commands that ran a study resumed or run in parts, where CommandLine is the one that aggregated it.
+	RunCommands map[string]int `json:"run_commands,omitempty"`
 }
 
 // addRuns fills the per-run part of the provenance from the results' run environments.
 func (p *Provenance) addRuns(results []RunResult) {
 	p.RunCommits, p.LoadAvgMax = map[string]int{}, 0
+	p.CPUsAllowed, p.RunCPUs, p.RunCommands = nil, map[string]int{}, map[string]int{}
 	for _, r := range results {
 		if r.Summary == nil {
 			continue
+		}
+		if pv := r.Summary.Provenance; pv != nil && len(pv.CommandLine) > 0 {
+			p.RunCommands[strings.Join(pv.CommandLine, " ")]++
 		}
 		if r.Env == nil {
 			p.RunCommits["unrecorded"]++
@@ -44,10 +53,24 @@ func (p *Provenance) addRuns(results []RunResult) {
 		}
 		p.RunCommits[k]++
 		p.LoadAvgMax = max(p.LoadAvgMax, r.Env.LoadAvgStart, r.Env.LoadAvgEnd)
-		p.CPUsAllowed = r.Env.CPUsAllowed
+		if len(r.Env.CPUsAllowed) > 0 {
+			p.RunCPUs[fmt.Sprint(r.Env.CPUsAllowed)]++
+			for _, c := range r.Env.CPUsAllowed {
+				if !slices.Contains(p.CPUsAllowed, c) {
+					p.CPUsAllowed = append(p.CPUsAllowed, c)
+				}
+			}
+		}
 	}
+	slices.Sort(p.CPUsAllowed)
 	if len(p.RunCommits) == 0 {
 		p.RunCommits = nil
+	}
+	if len(p.RunCPUs) == 0 {
+		p.RunCPUs = nil
+	}
+	if len(p.RunCommands) == 0 {
+		p.RunCommands = nil
 	}
 }
 
@@ -92,8 +115,21 @@ func (p Provenance) Markdown() string {
 		fmt.Fprintf(&b, "| runs by commit | %s |\n", strings.Join(cs, ", "))
 		fmt.Fprintf(&b, "| highest 1-min load average at a run's start or end | %.2f |\n", p.LoadAvgMax)
 	}
-	if len(p.CPUsAllowed) > 0 {
-		fmt.Fprintf(&b, "| CPUs the runs could use | %v |\n", p.CPUsAllowed)
+	if len(p.RunCPUs) > 0 {
+		fmt.Fprintf(&b, "| runs by the CPUs they could use | %s |\n", countsText(p.RunCPUs))
+	}
+	if len(p.RunCommands) > 0 {
+		fmt.Fprintf(&b, "| runs by the command that made them | %s |\n", countsText(p.RunCommands))
 	}
 	return b.String()
+}
+
+// countsText renders counts by key, in key order: "`[0]`: 80, `[1]`: 80".
+func countsText(m map[string]int) string {
+	var out []string
+	for k, n := range m {
+		out = append(out, fmt.Sprintf("`%s`: %d", k, n))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }

@@ -167,8 +167,8 @@ func Results(r *Result) string {
 	}
 	fmt.Fprintf(&b, "Provenance: aggregated at commit %s; runs by commit: %s; CPU %s, %d cores", commit,
 		strings.Join(rc, ", "), p.CPUModel, p.CPUs)
-	if len(p.CPUsAllowed) > 0 {
-		fmt.Fprintf(&b, " (runs pinned to CPUs %v)", p.CPUsAllowed)
+	if len(p.RunCPUs) > 0 {
+		fmt.Fprintf(&b, " (runs by the CPUs they could use: %s)", countsText(p.RunCPUs))
 	}
 	if p.LoadAvgMax > 0 {
 		fmt.Fprintf(&b, ", highest 1-min load average at a run's start or end %.2f", p.LoadAvgMax)

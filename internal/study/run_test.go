@@ -16,6 +16,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/compare"
 	"github.com/imslab/quasipool/internal/lab"
+	"github.com/imslab/quasipool/internal/provenance"
 	"github.com/imslab/quasipool/internal/report"
 	"github.com/imslab/quasipool/internal/scenario"
 	"github.com/imslab/quasipool/internal/study"
@@ -66,6 +67,9 @@ func (f *fakeRunner) run(_ context.Context, sc *scenario.Scenario, dir string, s
 	s := fakeSummary(sc, seed)
 	if f.sum != nil {
 		s = f.sum(sc, seed, dir)
+	}
+	if s.Provenance == nil { // as a real run records the command that made it
+		s.Provenance = &provenance.Info{CommandLine: []string{"imslab", "study", "s.yaml", "--experiments", "p,s"}}
 	}
 	b, _ := json.Marshal(s)
 	if err := os.WriteFile(filepath.Join(dir, report.FileSummary), b, 0o644); err != nil {
@@ -242,6 +246,9 @@ var _ = Describe("running a study", Label("unit"), func() {
 		}
 		Expect(pv.RunCommits).To(Equal(map[string]int{key: 8}))
 		Expect(pv.CPUsAllowed).NotTo(BeEmpty())
+		Expect(pv.RunCPUs).To(Equal(map[string]int{fmt.Sprint(pv.CPUsAllowed): 8}), "every run could use the same CPUs")
+		Expect(pv.RunCommands).To(Equal(map[string]int{"imslab study s.yaml --experiments p,s": 8}),
+			"the command that made the runs, beside the one that aggregated them")
 		env, err := os.ReadFile(filepath.Join(out, "p", "quasi-pool", "rep1", study.FileEnv))
 		Expect(err).NotTo(HaveOccurred())
 		var re study.RunEnv
