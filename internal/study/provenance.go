@@ -30,18 +30,26 @@ type Provenance struct {
 	// RunCommands counts the runs by the command line that made them (each run's summary.json provenance): the
 	// commands that ran a study resumed or run in parts, where CommandLine is the one that aggregated it.
 	RunCommands map[string]int `json:"run_commands,omitempty"`
+	// RunMachines counts the runs by the machine that made them ("<CPU model>, <n> cores, kernel <release>", from
+	// each run's summary.json provenance): Info's CPU and kernel are those of the machine that aggregated them.
+	RunMachines map[string]int `json:"run_machines,omitempty"`
 }
 
 // addRuns fills the per-run part of the provenance from the results' run environments.
 func (p *Provenance) addRuns(results []RunResult) {
 	p.RunCommits, p.LoadAvgMax = map[string]int{}, 0
-	p.CPUsAllowed, p.RunCPUs, p.RunCommands = nil, map[string]int{}, map[string]int{}
+	p.CPUsAllowed, p.RunCPUs, p.RunCommands, p.RunMachines = nil, map[string]int{}, map[string]int{}, map[string]int{}
 	for _, r := range results {
 		if r.Summary == nil {
 			continue
 		}
-		if pv := r.Summary.Provenance; pv != nil && len(pv.CommandLine) > 0 {
-			p.RunCommands[strings.Join(pv.CommandLine, " ")]++
+		if pv := r.Summary.Provenance; pv != nil {
+			if len(pv.CommandLine) > 0 {
+				p.RunCommands[strings.Join(pv.CommandLine, " ")]++
+			}
+			if pv.CPUModel != "" {
+				p.RunMachines[fmt.Sprintf("%s, %d cores, kernel %s", pv.CPUModel, pv.CPUs, pv.Kernel)]++
+			}
 		}
 		if r.Env == nil {
 			p.RunCommits["unrecorded"]++
@@ -72,6 +80,9 @@ func (p *Provenance) addRuns(results []RunResult) {
 	if len(p.RunCommands) == 0 {
 		p.RunCommands = nil
 	}
+	if len(p.RunMachines) == 0 {
+		p.RunMachines = nil
+	}
 }
 
 // Collect gathers the provenance of a study run from the repository at repo (the working directory when "").
@@ -91,7 +102,7 @@ func (p Provenance) Markdown() string {
 	if p.GoBuild != "" {
 		fmt.Fprintf(&b, " (nodes built with: %s)", p.GoBuild)
 	}
-	fmt.Fprintf(&b, " |\n| CPU | %s, %d cores |\n| kernel | %s (%s) |\n| command | `%s` |\n", p.CPUModel, p.CPUs,
+	fmt.Fprintf(&b, " |\n| CPU (aggregation) | %s, %d cores |\n| kernel (aggregation) | %s (%s) |\n| command | `%s` |\n", p.CPUModel, p.CPUs,
 		p.Kernel, p.OS, strings.Join(p.CommandLine, " "))
 	var names []string
 	for n := range p.Seeds {
@@ -120,6 +131,9 @@ func (p Provenance) Markdown() string {
 	}
 	if len(p.RunCommands) > 0 {
 		fmt.Fprintf(&b, "| runs by the command that made them | %s |\n", countsText(p.RunCommands))
+	}
+	if len(p.RunMachines) > 0 {
+		fmt.Fprintf(&b, "| runs by the machine that made them | %s |\n", countsText(p.RunMachines))
 	}
 	return b.String()
 }

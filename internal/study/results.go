@@ -165,16 +165,18 @@ func Results(r *Result) string {
 	if len(rc) == 0 {
 		rc = []string{"not recorded"}
 	}
-	fmt.Fprintf(&b, "Provenance: aggregated at commit %s; runs by commit: %s; CPU %s, %d cores", commit,
-		strings.Join(rc, ", "), p.CPUModel, p.CPUs)
+	machine := fmt.Sprintf("CPU %s, %d cores", p.CPUModel, p.CPUs)
+	if len(p.RunMachines) > 0 {
+		machine = "runs by machine: " + countsText(p.RunMachines)
+	}
+	fmt.Fprintf(&b, "Provenance: aggregated at commit %s; runs by commit: %s; %s", commit, strings.Join(rc, ", "), machine)
 	if len(p.RunCPUs) > 0 {
 		fmt.Fprintf(&b, " (runs by the CPUs they could use: %s)", countsText(p.RunCPUs))
 	}
 	if p.LoadAvgMax > 0 {
 		fmt.Fprintf(&b, ", highest 1-min load average at a run's start or end %.2f", p.LoadAvgMax)
 	}
-	fmt.Fprintf(&b, "; kernel %s; %s; written %s. Full provenance and every run: study.md.\n", p.Kernel, p.GoVersion,
-		p.Finished.Format(time.RFC3339))
+	fmt.Fprintf(&b, "; %s; written %s. Full provenance and every run: study.md.\n", p.GoVersion, p.Finished.Format(time.RFC3339))
 	return b.String()
 }
 

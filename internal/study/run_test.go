@@ -69,7 +69,8 @@ func (f *fakeRunner) run(_ context.Context, sc *scenario.Scenario, dir string, s
 		s = f.sum(sc, seed, dir)
 	}
 	if s.Provenance == nil { // as a real run records the command that made it
-		s.Provenance = &provenance.Info{CommandLine: []string{"imslab", "study", "s.yaml", "--experiments", "p,s"}}
+		s.Provenance = &provenance.Info{CommandLine: []string{"imslab", "study", "s.yaml", "--experiments", "p,s"},
+			CPUModel: "Test CPU", CPUs: 2, Kernel: "6.1"}
 	}
 	b, _ := json.Marshal(s)
 	if err := os.WriteFile(filepath.Join(dir, report.FileSummary), b, 0o644); err != nil {
@@ -249,6 +250,8 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(pv.RunCPUs).To(Equal(map[string]int{fmt.Sprint(pv.CPUsAllowed): 8}), "every run could use the same CPUs")
 		Expect(pv.RunCommands).To(Equal(map[string]int{"imslab study s.yaml --experiments p,s": 8}),
 			"the command that made the runs, beside the one that aggregated them")
+		Expect(pv.RunMachines).To(Equal(map[string]int{"Test CPU, 2 cores, kernel 6.1": 8}),
+			"the machine that made the runs, beside the one that aggregated them")
 		env, err := os.ReadFile(filepath.Join(out, "p", "quasi-pool", "rep1", study.FileEnv))
 		Expect(err).NotTo(HaveOccurred())
 		var re study.RunEnv
