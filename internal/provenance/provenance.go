@@ -17,7 +17,9 @@ import (
 // Info is the provenance of one invocation.
 type Info struct {
 	// Commit is the repository's HEAD ("unknown" outside a git checkout: then the commit imslab was built
-	// from, when the build recorded it); Dirty is true when tracked files differ from it.
+	// from, when the build recorded it); Dirty is true when tracked files differ from it, the published results
+	// and documentation under docs/ left out (regenerating one study's numbers in docs/ before the next would
+	// otherwise mark the next as made from changed code).
 	Commit string `json:"commit"`
 	Dirty  bool   `json:"dirty"`
 	// GoVersion is the toolchain imslab was built with; GoBuild the `go version` on PATH, which builds the nodes.
@@ -44,7 +46,7 @@ func Collect(repo string, argv []string) Info {
 	}
 	if c, err := git("rev-parse", "HEAD"); err == nil && c != "" {
 		p.Commit = c
-		if st, err := git("status", "--porcelain", "--untracked-files=no"); err == nil {
+		if st, err := git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs"); err == nil {
 			p.Dirty = st != ""
 		}
 	} else if bi, ok := debug.ReadBuildInfo(); ok {
