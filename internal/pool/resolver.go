@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/sync/singleflight"
 )
 
 // ErrNotFound reports a name without records of the asked type (NXDOMAIN, or an answer without them). Locate falls
@@ -77,6 +78,8 @@ type DNSResolver struct {
 
 	mu    sync.Mutex
 	cache map[cacheKey]cacheEntry
+
+	flight singleflight.Group // refreshes of expired answers, one per name at a time (withClientTimeout)
 }
 
 type cacheKey struct {
@@ -203,8 +206,9 @@ func (r *DNSResolver) LookupSRV(ctx context.Context, name string) ([]Target, err
 		return slices.Clone(e.targets), nil
 	}
 	if e, ok := r.expired(key); ok {
-		return withClientTimeout(ctx, r, func(ctx context.Context) ([]Target, error) { return r.resolveSRV(ctx, key) },
-			slices.Clone(e.targets))
+		ts, err := withClientTimeout(ctx, r, key, func(ctx context.Context) ([]Target, error) { return r.resolveSRV(ctx, key) },
+			e.targets)
+		return slices.Clone(ts), err // the refresh's result is shared by the lookups that waited for it
 	}
 	return r.resolveSRV(ctx, key)
 }
@@ -228,23 +232,22 @@ func (r *DNSResolver) expired(key cacheKey) (cacheEntry, bool) {
 // withClientTimeout runs resolve, a refresh of a name whose expired answer is stale, and returns its result if it
 // comes within the stale-answer client timeout; otherwise it returns stale and lets resolve finish in the
 // background (it caches a fresh answer, or starts the failure-recheck period when the server does not answer).
-func withClientTimeout[T any](ctx context.Context, r *DNSResolver, resolve func(context.Context) (T, error), stale T) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
+func withClientTimeout[T any](ctx context.Context, r *DNSResolver, key cacheKey, resolve func(context.Context) (T, error), stale T) (T, error) {
+	// One refresh per name at a time: the lookups that come while it runs wait for the same query.
+	done := r.flight.DoChan(fmt.Sprintf("%s/%d", key.name, key.qtype), func() (any, error) {
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*r.timeout) // a UDP query and its TCP retry
 		defer cancel()
-		v, err := resolve(qctx)
-		done <- result{v, err}
-	}()
+		return resolve(qctx)
+	})
 	t := time.NewTimer(r.clientTimeout)
 	defer t.Stop()
 	select {
 	case res := <-done:
-		return res.v, res.err
+		if res.Err != nil {
+			var zero T
+			return zero, res.Err
+		}
+		return res.Val.(T), nil
 	case <-t.C:
 		r.stale.Add(1)
 		return stale, nil
@@ -347,7 +350,7 @@ func (r *DNSResolver) lookupA(ctx context.Context, name string) (cacheEntry, err
 		return e, nil
 	}
 	if e, ok := r.expired(key); ok {
-		return withClientTimeout(ctx, r, func(ctx context.Context) (cacheEntry, error) { return r.resolveA(ctx, key) }, e)
+		return withClientTimeout(ctx, r, key, func(ctx context.Context) (cacheEntry, error) { return r.resolveA(ctx, key) }, e)
 	}
 	return r.resolveA(ctx, key)
 }
