@@ -133,5 +133,13 @@ func render(p *plot.Plot, s *Summary) ([]byte, error) {
 	if _, err := w.WriteTo(&buf); err != nil {
 		return nil, fmt.Errorf("report: plot: %w", err)
 	}
-	return buf.Bytes(), nil
+	return SVGFontFallback(buf.Bytes()), nil
+}
+
+// SVGFontFallback adds generic fallbacks to the font-family gonum/plot writes in an SVG (the Liberation fonts it
+// ships and draws the PNG with): a viewer without them, as most machines, uses a metric-compatible or generic serif
+// face instead of its default. The fonts are not embedded (that would add about 0.5 MB to every SVG).
+func SVGFontFallback(svg []byte) []byte {
+	return bytes.ReplaceAll(svg, []byte("font-family:Liberation Serif;"),
+		[]byte("font-family:Liberation Serif,Times New Roman,Times,serif;"))
 }

@@ -367,6 +367,7 @@ func plotRestore(sv *Survival) (svg, png []byte, err error) {
 	if svg, err = out("svg"); err != nil {
 		return nil, nil, err
 	}
+	svg = SVGFontFallback(svg)
 	png, err = out("png")
 	return svg, png, err
 }

@@ -293,7 +293,7 @@ func plotTimeline(s *Summary, tl *timeline) (svg, png []byte, err error) {
 	if _, err := (vgimg.PngCanvas{Canvas: ic}).WriteTo(&pb); err != nil {
 		return nil, nil, fmt.Errorf("report: timeline: %w", err)
 	}
-	return sb.Bytes(), pb.Bytes(), nil
+	return SVGFontFallback(sb.Bytes()), pb.Bytes(), nil
 }
 
 func legendIf(ok bool, s string) string {

@@ -268,7 +268,7 @@ func save(p *plot.Plot, dir string, fig *Figure) error {
 	if _, err := sc.WriteTo(&sb); err != nil {
 		return fmt.Errorf("study: figure %s: %w", fig.SVG, err)
 	}
-	svg := svgFontFallback(sb.Bytes())
+	svg := report.SVGFontFallback(sb.Bytes())
 	ic := vgimg.NewWith(vgimg.UseWH(figW, figH), vgimg.UseDPI(figDPI))
 	p.Draw(draw.New(ic))
 	var pb bytes.Buffer
@@ -284,14 +284,6 @@ func save(p *plot.Plot, dir string, fig *Figure) error {
 		}
 	}
 	return nil
-}
-
-// svgFontFallback adds generic fallbacks to the font-family gonum/plot writes (the Liberation fonts it ships and
-// draws the PNG with): a viewer without them uses a metric-compatible or generic serif face instead of its default.
-// The fonts are not embedded (that would add about 0.5 MB to every SVG).
-func svgFontFallback(svg []byte) []byte {
-	return bytes.ReplaceAll(svg, []byte("font-family:Liberation Serif;"),
-		[]byte("font-family:Liberation Serif,Times New Roman,Times,serif;"))
 }
 
 func newPlot(title, x, y string) *plot.Plot {
