@@ -824,6 +824,37 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 		})
 	})
 
+	// failback-scscf-stale shortened: scscf1 frozen from 8 s to 14 s of 24 and continued with its registrations.
+	Context("failback-scscf-stale", func() {
+		r := run("failback-scscf-stale")
+		passesWithTakeover(r, "icscf")
+		It("scscf1 was frozen, not restarted, and its users stayed with the S-CSCF that took them over: the HSS "+
+			"names that one, never scscf1, after the failback", func() {
+			s := r()
+			for _, e := range s.procEvents("scscf1", 0) {
+				Expect(e.Kind == "node_exit" && e.TNs < s.endNs()).To(BeFalse(), "scscf1 did not exit: %+v", e)
+			}
+			Expect(s.ownEvents("scscf1", "node_ready", 0, math.MaxInt64)).To(HaveLen(1), "scscf1 started once")
+			heal := s.healNs(0)
+			takeovers := 0
+			for _, n := range []string{"scscf2", "scscf3"} {
+				takeovers += len(s.ownEvents(n, "takeover", s.faultNs, heal))
+			}
+			Expect(takeovers).To(BeNumerically(">", 0), "scscf2/scscf3 took scscf1's users over during the freeze")
+			Expect(s.sum.AffectedIMPUs).NotTo(BeEmpty())
+			for _, u := range s.sum.AffectedIMPUs {
+				var names []string
+				for _, a := range s.cxFor("LIR", u, heal, s.endNs()) {
+					if cxOK(a) && a.ServerName != "" {
+						names = append(names, nodeOfServer(a.ServerName))
+					}
+				}
+				Expect(names).NotTo(BeEmpty(), "%s: LIRs answered after the failback", u)
+				Expect(names).NotTo(ContainElement("scscf1"), "%s: the HSS still names the S-CSCF that took it over", u)
+			}
+		})
+	})
+
 	Context("gray-pcscf", func() {
 		BeforeAll(func() {
 			if _, err := os.Stat("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"); os.Geteuid() != 0 || err != nil {
