@@ -149,11 +149,9 @@ func netKinds() []FaultKind {
 				if err != nil {
 					return nil, err
 				}
-				d := netfault.Delay{Delay: f.Delay, Jitter: f.DelayJitter, Peers: peers}
-				if len(peers) > 0 {
-					d.Direction = netfault.Out
-				}
-				return d, nil
+				// What the target sends, with or without peers (netfault's zero Direction delays both ways: a
+				// round trip would take twice the delay).
+				return netfault.Delay{Delay: f.Delay, Jitter: f.DelayJitter, Peers: peers, Direction: netfault.Out}, nil
 			}),
 			Fix: healNet, Active: "delayed", Records: true,
 			check: func(f Fault, _ []string, _ *topology.Topology) (string, string) {

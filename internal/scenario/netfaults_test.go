@@ -162,16 +162,19 @@ var _ = Describe("network fault kinds", Label("unit"), func() {
 	It("passes loss, rate and delay with their parameters", SpecTimeout(10*time.Second), func(ctx SpecContext) {
 		s := twoSites("  - {kind: loss, target: pcscf1, loss: 5, direction: in, at: 20ms, for: 50ms}\n" +
 			"  - {kind: rate, target: pcscf2, rate: 1mbit, at: 20ms, for: 50ms}\n" +
-			"  - {kind: delay, target: scscf1, delay: 20ms, delay_jitter: 2ms, peers: [bac], at: 20ms, for: 50ms}\n")
+			"  - {kind: delay, target: scscf1, delay: 20ms, delay_jitter: 2ms, peers: [bac], at: 20ms, for: 50ms}\n" +
+			"  - {kind: delay, target: pcscf3, delay: 30ms, at: 20ms, for: 50ms}\n")
 		l := &netLab{}
 		scenario.NewInjector(l, s.Faults, time.Now()).Run(ctx, func(err error) { Fail(err.Error()) })
 		Expect(l.net).To(ContainElements(
 			"apply pcscf1 [loss pcscf1 at 20ms] loss 5% in peers=[]",
 			"apply pcscf2 [rate pcscf2 at 20ms] rate 1mbit dev *",
 			"apply scscf1 [delay scscf1 at 20ms] delay 20ms jitter 2ms out dev * peers=[10.0.0.1/32]",
+			// Without peers too, only what the target sends: a probe's round trip grows by the delay, not twice it.
+			"apply pcscf3 [delay pcscf3 at 20ms] delay 30ms jitter 0s out dev * peers=[]",
 			"heal pcscf1 [loss pcscf1 at 20ms]", "heal pcscf2 [rate pcscf2 at 20ms]", "heal scscf1 [delay scscf1 at 20ms]"))
 		Expect(l.events[0]).To(SatisfyAny(HaveKeyWithValue("loss_percent", 5.0), HaveKeyWithValue("rate", "1mbit"),
-			HaveKeyWithValue("delay_ms", 20.0)))
+			HaveKeyWithValue("delay_ms", 20.0), HaveKeyWithValue("delay_ms", 30.0)))
 	})
 
 	It("is an error on a lab that cannot apply network faults", SpecTimeout(10*time.Second), func(ctx SpecContext) {

@@ -835,7 +835,8 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 				Expect(e.Kind == "node_exit" && e.TNs < s.endNs()).To(BeFalse(), "scscf1 did not exit: %+v", e)
 			}
 			Expect(s.ownEvents("scscf1", "node_ready", 0, math.MaxInt64)).To(HaveLen(1), "scscf1 started once")
-			heal := s.healNs(0)
+			f := s.sc.Faults[0]
+			heal := s.sum.StartNs + int64(f.At+f.For) // the pause's end (SIGCONT)
 			takeovers := 0
 			for _, n := range []string{"scscf2", "scscf3"} {
 				takeovers += len(s.ownEvents(n, "takeover", s.faultNs, heal))
