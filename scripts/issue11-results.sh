@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=docs/results/issue11
-scenarios=(hss-outage failback-pcscf dns-outage site-loss flapping-scscf gray-pcscf
+scenarios=(hss-outage failback-pcscf failback-scscf-stale dns-outage site-loss flapping-scscf gray-pcscf
   compose/hss-outage compose/site-loss compose/gray-pcscf compose/failback-pcscf compose/dns-outage
   compose/flapping-scscf)
 if [[ "${1:-}" == "--run" ]]; then
