@@ -34,6 +34,8 @@ for d in "$dir"/*/*/rep1/plots; do
 	for f in ladder_mo.svg:"MO ladder" ladder_mt.svg:"MT ladder" timeline.svg:timeline restore.svg:"restoration curve"; do
 		file=${f%%:*}
 		[ -f "$d/$file" ] && links="$links [${f#*:}]($rel/$run_rel/plots/$file)"
+		png=${file%.svg}.png
+		[ -f "$d/$file" ] && [ -f "$d/$png" ] && links="$links ([PNG]($rel/$run_rel/plots/$png))"
 	done
 	[ -n "$links" ] && examples="$examples- \`$run_rel\` (seed $(jq -r .seed "$run/study-run.json")):$links"$'\n'
 done

@@ -3,7 +3,7 @@
 # results*.md when present) and, for every finished run, the files its results come from (study-run.json,
 # study-env.json, summary.json, expectations.json, users.csv, scenario.json), not the traces, logs and events.
 # Repetition 1 of every experiment and scheme (the same seed, victim and instant for every scheme) also keeps its
-# ladder diagrams, timeline and restoration curve (plots/ladder_mo.svg, ladder_mt.svg, timeline.svg/png,
+# ladder diagrams, timeline and restoration curve (plots/ladder_mo.svg/png, ladder_mt.svg/png, timeline.svg/png,
 # restore.svg/png): the example runs docs/results.md links to.
 #
 #   scripts/study-publish.sh runs/study-published docs/results/study-published
@@ -37,7 +37,7 @@ while IFS= read -r rec; do
 	done
 	if [ "$plots" = 1 ] && [ "$(basename "$run")" = rep1 ]; then
 		mkdir -p "$dst/$rel/plots"
-		for f in ladder_mo.svg ladder_mt.svg timeline.svg timeline.png restore.svg restore.png; do
+		for f in ladder_mo.svg ladder_mo.png ladder_mt.svg ladder_mt.png timeline.svg timeline.png restore.svg restore.png; do
 			if [ -f "$run/plots/$f" ]; then cp "$run/plots/$f" "$dst/$rel/plots/$f"; fi
 		done
 	fi

@@ -118,9 +118,30 @@ func laneOrder(name string) int {
 	return 6
 }
 
-// drawLadder renders msgs as an SVG sequence diagram, one lane per node, one arrow per message, with the time
-// offset from the first message on the left.
-func drawLadder(id, title string, msgs []msg, ab addressBook) (string, []string) {
+// ladderLayout places one sequence diagram: one lane per node along the signalling path, one row per message.
+// The SVG and the PNG of a ladder are drawn from the same layout (in points, y growing downwards as in SVG).
+type ladderLayout struct {
+	title         string
+	lanes         []string
+	width, height int
+	laneX         []int
+	rows          []ladderRow
+}
+
+// ladderRow is one message's arrow: from x1 to x2 at height y, its label and its offset from the first message.
+type ladderRow struct {
+	y, x1, x2 int
+	diameter  bool
+	label     string
+	offsetMs  float64
+}
+
+const (
+	ladderLeft, ladderLaneW, ladderTop, ladderRowH, ladderBottom = 90, 150, 70, 26, 30
+	ladderSIPColor, ladderCxColor                                = "#1f5fa8", "#b35900"
+)
+
+func layoutLadder(title string, msgs []msg, ab addressBook) ladderLayout {
 	laneSet := map[string]bool{}
 	for _, m := range msgs {
 		laneSet[ab.name(m.Src)] = true
@@ -137,41 +158,49 @@ func drawLadder(id, title string, msgs []msg, ab addressBook) (string, []string)
 		}
 		return lanes[i] < lanes[j]
 	})
-	const (
-		left, laneW, top, rowH, bottom = 90, 150, 70, 26, 30
-	)
-	width := left + laneW*len(lanes) + 20
-	height := top + rowH*len(msgs) + bottom
-	x := func(lane string) int { return left + laneW*slices.Index(lanes, lane) + laneW/2 }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="ladder" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		width, height, width, height)
-	marker := "arrow-" + id // unique per ladder: several ladders share one HTML document
-	fmt.Fprintf(&b, `<defs><marker id="%s" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#333"/></marker></defs>`+"\n", marker)
-	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", html.EscapeString(title))
-	for _, l := range lanes {
-		fmt.Fprintf(&b, `<text x="%d" y="50" text-anchor="middle" font-weight="bold" class="lane">%s</text>`+"\n", x(l), html.EscapeString(l))
-		fmt.Fprintf(&b, `<line x1="%d" y1="58" x2="%d" y2="%d" stroke="#999" stroke-dasharray="4,3"/>`+"\n", x(l), x(l), height-10)
+	l := ladderLayout{title: title, lanes: lanes, width: ladderLeft + ladderLaneW*len(lanes) + 20,
+		height: ladderTop + ladderRowH*len(msgs) + ladderBottom}
+	for i := range lanes {
+		l.laneX = append(l.laneX, ladderLeft+ladderLaneW*i+ladderLaneW/2)
 	}
+	x := func(lane string) int { return l.laneX[slices.Index(lanes, lane)] }
 	var t0 int64
 	if len(msgs) > 0 {
 		t0 = msgs[0].TNs
 	}
 	for i, m := range msgs {
-		y := top + rowH*i + rowH/2
-		x1, x2 := x(ab.name(m.Src)), x(ab.name(m.Dst))
-		color := "#1f5fa8"
-		if m.Proto == "diameter" {
-			color = "#b35900"
+		l.rows = append(l.rows, ladderRow{y: ladderTop + ladderRowH*i + ladderRowH/2, x1: x(ab.name(m.Src)),
+			x2: x(ab.name(m.Dst)), diameter: m.Proto == "diameter", label: m.label, offsetMs: float64(m.TNs-t0) / 1e6})
+	}
+	return l
+}
+
+// svg renders the layout as an SVG sequence diagram, one lane per node, one arrow per message, with the time
+// offset from the first message on the left; id makes its arrow marker unique in an HTML page.
+func (l ladderLayout) svg(id string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="ladder" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		l.width, l.height, l.width, l.height)
+	marker := "arrow-" + id // unique per ladder: several ladders share one HTML document
+	fmt.Fprintf(&b, `<defs><marker id="%s" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#333"/></marker></defs>`+"\n", marker)
+	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", html.EscapeString(l.title))
+	for i, lane := range l.lanes {
+		fmt.Fprintf(&b, `<text x="%d" y="50" text-anchor="middle" font-weight="bold" class="lane">%s</text>`+"\n", l.laneX[i], html.EscapeString(lane))
+		fmt.Fprintf(&b, `<line x1="%d" y1="58" x2="%d" y2="%d" stroke="#999" stroke-dasharray="4,3"/>`+"\n", l.laneX[i], l.laneX[i], l.height-10)
+	}
+	for _, r := range l.rows {
+		color := ladderSIPColor
+		if r.diameter {
+			color = ladderCxColor
 		}
-		fmt.Fprintf(&b, `<text x="10" y="%d" fill="#555">+%.1f ms</text>`+"\n", y+4, float64(m.TNs-t0)/1e6)
-		if x1 == x2 { // a node talking to itself: a small loop
-			fmt.Fprintf(&b, `<path d="M%d,%d h30 v10 h-30" fill="none" stroke="%s" marker-end="url(#%s)"/>`+"\n", x1, y-5, color, marker)
+		fmt.Fprintf(&b, `<text x="10" y="%d" fill="#555">+%.1f ms</text>`+"\n", r.y+4, r.offsetMs)
+		if r.x1 == r.x2 { // a node talking to itself: a small loop
+			fmt.Fprintf(&b, `<path d="M%d,%d h30 v10 h-30" fill="none" stroke="%s" marker-end="url(#%s)"/>`+"\n", r.x1, r.y-5, color, marker)
 		} else {
-			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="1.5" marker-end="url(#%s)"/>`+"\n", x1, y, x2, y, color, marker)
+			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="1.5" marker-end="url(#%s)"/>`+"\n", r.x1, r.y, r.x2, r.y, color, marker)
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" fill="%s" class="msg">%s</text>`+"\n", (x1+x2)/2, y-4, color, html.EscapeString(m.label))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" fill="%s" class="msg">%s</text>`+"\n", (r.x1+r.x2)/2, r.y-4, color, html.EscapeString(r.label))
 	}
 	b.WriteString("</svg>\n")
-	return b.String(), lanes
+	return b.String()
 }

@@ -280,9 +280,13 @@ func markdown(r *run, s *Summary, checks []Check, plots []namedSVG, ladders []la
 		b.WriteString("No successful call of an affected user after the fault was found in the message trace.\n\n")
 	}
 	for _, l := range ladders {
-		fmt.Fprintf(&b, "- %s: call of %s at +%.3f s, Call-ID `%s`, %d messages, lanes %s: [%s](%s)\n",
+		png := ""
+		if l.info.PNG != "" {
+			png = fmt.Sprintf(" ([PNG](%s))", filepathToURL(l.info.PNG))
+		}
+		fmt.Fprintf(&b, "- %s: call of %s at +%.3f s, Call-ID `%s`, %d messages, lanes %s: [%s](%s)%s\n",
 			strings.ToUpper(l.info.Direction), l.info.IMPU, l.info.StartS, l.info.CallID, l.info.Messages,
-			strings.Join(l.info.Lanes, ", "), l.info.File, filepathToURL(l.info.File))
+			strings.Join(l.info.Lanes, ", "), l.info.File, filepathToURL(l.info.File), png)
 	}
 	b.WriteString(memberLoadMarkdown(s.MemberLoad))
 	if rows := refusalRows(s); len(rows) > 0 {

@@ -119,14 +119,25 @@ func Build(runDir string, opts ...Option) (*Summary, error) {
 		lm := ladderMessages(rec, calls, msgs)
 		title := fmt.Sprintf("%s takeover call of %s at +%.3f s (Call-ID %s)", strings.ToUpper(dir), rec.IMPU,
 			a.offset(rec.TNs), rec.CallID)
-		svg, lanes := drawLadder(dir, title, lm, ab)
-		file := filepath.Join(DirPlots, "ladder_"+dir+".svg")
-		if err := os.WriteFile(filepath.Join(runDir, file), []byte(svg), 0o644); err != nil {
-			return nil, fmt.Errorf("report: %w", err)
+		lay := layoutLadder(title, lm, ab)
+		svg := lay.svg(dir)
+		png, err := lay.png()
+		if err != nil {
+			return nil, err
 		}
-		add(file)
+		file := filepath.Join(DirPlots, "ladder_"+dir+".svg")
+		pngFile := filepath.Join(DirPlots, "ladder_"+dir+".png")
+		for _, f := range []struct {
+			name string
+			data []byte
+		}{{file, []byte(svg)}, {pngFile, png}} {
+			if err := os.WriteFile(filepath.Join(runDir, f.name), f.data, 0o644); err != nil {
+				return nil, fmt.Errorf("report: %w", err)
+			}
+			add(f.name)
+		}
 		info := LadderInfo{Direction: dir, CallID: rec.CallID, IMPU: rec.IMPU, StartS: a.offset(rec.TNs), File: file,
-			Lanes: lanes, Messages: len(lm)}
+			PNG: pngFile, Lanes: lay.lanes, Messages: len(lm)}
 		s.Ladders = append(s.Ladders, info)
 		ladders = append(ladders, ladder{info: info, svg: svg})
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"image/png"
 	"io"
 	"os"
 	"os/exec"
@@ -323,6 +325,39 @@ var _ = Describe("Build", Label("unit"), func() {
 			Expect(string(svg)).NotTo(ContainSubstring("OPTIONS"))
 		})
 
+		It("draws the same ladder as a PNG at 2 pixels per SVG point, with the SIP and the Cx arrows in their colours", func() {
+			l := s.Ladders[0]
+			Expect(l.PNG).To(Equal("plots/ladder_mo.png"))
+			f, err := os.Open(filepath.Join(dir, l.PNG))
+			Expect(err).NotTo(HaveOccurred())
+			defer f.Close()
+			img, err := png.Decode(f)
+			Expect(err).NotTo(HaveOccurred())
+			svg, err := os.ReadFile(filepath.Join(dir, l.File))
+			Expect(err).NotTo(HaveOccurred())
+			var w, h int
+			_, err = fmt.Sscanf(string(svg), `<svg xmlns="http://www.w3.org/2000/svg" class="ladder" width="%d" height="%d"`, &w, &h)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(img.Bounds().Dx()).To(Equal(2 * w))
+			Expect(img.Bounds().Dy()).To(Equal(2 * h))
+			// Count the pixels of the SIP blue and the Cx orange: 16 SIP arrows, 4 Diameter ones.
+			var sip, cx int
+			for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
+				for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
+					r, g, b, _ := img.At(x, y).RGBA()
+					switch [3]uint32{r >> 8, g >> 8, b >> 8} {
+					case [3]uint32{0x1f, 0x5f, 0xa8}:
+						sip++
+					case [3]uint32{0xb3, 0x59, 0x00}:
+						cx++
+					}
+				}
+			}
+			Expect(sip).To(BeNumerically(">", 16*100)) // each arrow is ≥ 300 px long and 3 px wide
+			Expect(cx).To(BeNumerically(">", 4*100))
+			Expect(sip).To(BeNumerically(">", cx))
+		})
+
 		It("writes a self-contained report.html with the plot and the ladder inline", func() {
 			b, err := os.ReadFile(filepath.Join(dir, "report.html"))
 			Expect(err).NotTo(HaveOccurred())
@@ -346,7 +381,7 @@ var _ = Describe("Build", Label("unit"), func() {
 			Expect(md).To(ContainSubstring("| affected users | 3 |"))
 			Expect(md).To(ContainSubstring("| MO taken over before re-registration | 66.7 % (2 of 3 users) |"))
 			Expect(md).To(ContainSubstring("(plots/call_success.svg)"))
-			Expect(md).To(ContainSubstring("(plots/ladder_mo.svg)"))
+			Expect(md).To(ContainSubstring("(plots/ladder_mo.svg) ([PNG](plots/ladder_mo.png))"))
 			for _, f := range []string{"plots/call_success.svg", "plots/call_attempts.svg"} {
 				svg, err := os.ReadFile(filepath.Join(dir, f))
 				Expect(err).NotTo(HaveOccurred())

@@ -206,13 +206,15 @@ type Bin struct {
 
 // LadderInfo names one ladder diagram drawn for the run.
 type LadderInfo struct {
-	Direction string   `json:"direction"`
-	CallID    string   `json:"call_id"`
-	IMPU      string   `json:"impu"`
-	StartS    float64  `json:"start_s"`
-	File      string   `json:"file"`
-	Lanes     []string `json:"lanes"`
-	Messages  int      `json:"messages"`
+	Direction string  `json:"direction"`
+	CallID    string  `json:"call_id"`
+	IMPU      string  `json:"impu"`
+	StartS    float64 `json:"start_s"`
+	File      string  `json:"file"`
+	// PNG is the same diagram as a PNG (Liberation Sans, 2 pixels per point), for slides and papers.
+	PNG      string   `json:"png,omitempty"`
+	Lanes    []string `json:"lanes"`
+	Messages int      `json:"messages"`
 }
 
 // PcapInfo describes trace.pcap.
