@@ -43,6 +43,8 @@ type Summary struct {
 	// (also users.csv). Signalling: messages per user after the fault (absent without a fault).
 	Users      []UserKPI   `json:"users,omitempty"`
 	Signalling *Signalling `json:"signalling,omitempty"`
+	// TakeoverCx is the takeover's Cx cost per call and per user (absent without a fault).
+	TakeoverCx *TakeoverCx `json:"takeover_cx,omitempty"`
 	// Survival is the affected users' time to restore from the reachability probes, as Kaplan–Meier curves
 	// (absent without probes).
 	Survival *Survival `json:"survival,omitempty"`

@@ -38,6 +38,13 @@ var table1ResultsKPIs = []column{
 	{"repl_bytes_per_s", "replication B/s"},
 }
 
+// takeoverCxResultsKPIs are the columns of the takeover's Cx cost table (aggregate.go, table1KPIs).
+var takeoverCxResultsKPIs = []column{
+	{"takeover_extra_lir_per_call", "extra LIR per call of an affected user"},
+	{"takeover_extra_reg_cx_per_user", "extra UAR+MAR+SAR per affected user (once)"},
+	{"takeover_extra_cx_per_sub_hour", fmt.Sprintf("extra Cx /sub-h while taken over (%g call each way)", OperatorCallsPerHour)},
+}
+
 // costResultsKPIs are the columns of results.md's steady-state cost table (aggregate.go, costKPIs): Table 1's
 // data-sync and cost rows per subscriber-hour at the experiment's own workload.
 var costResultsKPIs = []column{
@@ -119,6 +126,11 @@ func Results(r *Result) string {
 			b.WriteString("\nTable 1's redundancy and data-sync rows (a ratio is given only where a member received at " +
 				"least 1 request/s before the fault):\n\n")
 			kpiTable(&b, e, table1ResultsKPIs)
+		}
+		if hasAny(e, takeoverCxResultsKPIs) {
+			b.WriteString("\nThe takeover's Cx cost at the HSS (docs/report.md, \"Takeover Cx\"), per call and per user rather " +
+				"than per affected user over the run, so that the reachability probes' calls do not set it:\n\n")
+			kpiTable(&b, e, takeoverCxResultsKPIs)
 		}
 		if hasAny(e, costResultsKPIs) {
 			b.WriteString("\nTable 1's data-sync and cost rows in steady state (t0 to the first fault, or the whole run " +
