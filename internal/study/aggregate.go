@@ -541,7 +541,8 @@ func WriteOutputs(dir string, r *Result) error {
 // headline are the KPIs of study.md's tables, in order.
 var headline = []string{"affected_users", "time_to_detect_s", "restored_at_bound", "mt_restored_at_bound",
 	"mo_restored_at_bound", "restored_at_5s", "restored_at_end", "restored_at_end_fault1", "restored_at_end_fault2", "mo_interruption_s", "mt_interruption_s", "rereg_s", "mo_taken_over",
-	"mt_taken_over", "peak_load_ratio", "cpu_peak_ratio", "repl_msgs_per_s", "repl_bytes_per_s", "cx_per_sub_hour",
+	"mt_taken_over", "peak_load_ratio", "cpu_peak_ratio", "takeover_extra_lir_per_call", "takeover_extra_reg_cx_per_user",
+	"takeover_extra_cx_per_sub_hour", "repl_msgs_per_s", "repl_bytes_per_s", "cx_per_sub_hour",
 	"cx_per_registration", "cx_per_call", "repl_msgs_per_sub_hour", "repl_bytes_per_sub_hour", "repl_per_registration",
 	"cpu_ms_per_sub_hour", "pool_cpu_ms_per_sub_hour", "pool_cpu_extra_share"}
 
