@@ -185,6 +185,24 @@ var table1KPIs = []struct {
 			}
 			return fp(s.TakeoverCx.ExtraLIRPerCall * 2 * OperatorCallsPerHour)
 		}},
+	{"mo_failed_share", "share", "share of the affected users' own calls (the reachability probes excepted) " +
+		"started after their fault that failed, as the users perceive the failure (mo.attempts − mo.succeeded over " +
+		"mo.attempts; absent when they placed none): needs a call rate at which users call during the run",
+		func(s *report.Summary) *float64 {
+			if s.AffectedUsers == 0 || s.MO.Attempts == 0 { // no fault: mo counts every call
+				return nil
+			}
+			return fp(float64(s.MO.Attempts-s.MO.Succeeded) / float64(s.MO.Attempts))
+		}},
+	{"mt_failed_share", "share", "the same for the calls to them: failed or never delivered to the phone " +
+		"(mt.attempts − mt.succeeded + mt.not_delivered over mt.attempts + mt.not_delivered)",
+		func(s *report.Summary) *float64 {
+			n := s.MT.Attempts + s.MT.NotDelivered
+			if s.AffectedUsers == 0 || n == 0 {
+				return nil
+			}
+			return fp(float64(s.MT.Attempts-s.MT.Succeeded+s.MT.NotDelivered) / float64(n))
+		}},
 	{"repl_msgs_per_s", "msgs/s", "state-replication messages per second between pool members over the whole run " +
 		"(its registrations, calls and end-of-run de-registrations; signalling.repl_messages / duration): what " +
 		"the schemes with synchronisation pay whether a member fails or not; 0 for those without",
@@ -542,7 +560,7 @@ func WriteOutputs(dir string, r *Result) error {
 var headline = []string{"affected_users", "time_to_detect_s", "restored_at_bound", "mt_restored_at_bound",
 	"mo_restored_at_bound", "restored_at_5s", "restored_at_end", "restored_at_end_fault1", "restored_at_end_fault2", "mo_interruption_s", "mt_interruption_s", "rereg_s", "mo_taken_over",
 	"mt_taken_over", "peak_load_ratio", "cpu_peak_ratio", "takeover_extra_lir_per_call", "takeover_extra_reg_cx_per_user",
-	"takeover_extra_cx_per_sub_hour", "repl_msgs_per_s", "repl_bytes_per_s", "cx_per_sub_hour",
+	"takeover_extra_cx_per_sub_hour", "mo_failed_share", "mt_failed_share", "repl_msgs_per_s", "repl_bytes_per_s", "cx_per_sub_hour",
 	"cx_per_registration", "cx_per_call", "repl_msgs_per_sub_hour", "repl_bytes_per_sub_hour", "repl_per_registration",
 	"cpu_ms_per_sub_hour", "pool_cpu_ms_per_sub_hour", "pool_cpu_extra_share"}
 

@@ -38,6 +38,13 @@ var table1ResultsKPIs = []column{
 	{"repl_bytes_per_s", "replication B/s"},
 }
 
+// perceivedResultsKPIs are the columns of results.md's table of the users' own calls after the fault
+// (aggregate.go, table1KPIs).
+var perceivedResultsKPIs = []column{
+	{"mo_failed_share", "their own calls that failed"},
+	{"mt_failed_share", "calls to them that failed"},
+}
+
 // takeoverCxResultsKPIs are the columns of the takeover's Cx cost table (aggregate.go, table1KPIs).
 var takeoverCxResultsKPIs = []column{
 	{"takeover_extra_lir_per_call", "extra LIR per call of an affected user"},
@@ -126,6 +133,12 @@ func Results(r *Result) string {
 			b.WriteString("\nTable 1's redundancy and data-sync rows (a ratio is given only where a member received at " +
 				"least 1 request/s before the fault):\n\n")
 			kpiTable(&b, e, table1ResultsKPIs)
+		}
+		if hasAny(e, perceivedResultsKPIs) {
+			b.WriteString("\nWhat the affected users perceive: the share of their own calls (the reachability probes " +
+				"excepted) started after their fault that failed; a run whose affected users placed or received no call " +
+				"has no value, so n says how many runs had calls:\n\n")
+			kpiTable(&b, e, perceivedResultsKPIs)
 		}
 		if hasAny(e, takeoverCxResultsKPIs) {
 			b.WriteString("\nThe takeover's Cx cost at the HSS (docs/report.md, \"Takeover Cx\"), per call and per user rather " +

@@ -301,6 +301,41 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(string(md)).To(ContainSubstring("| repl_msgs_per_s (msgs/s, per run) | 0 [0, 0]; median 0; 0–0 (n 3) | 10 [10, 10]"))
 	})
 
+	It("measures what the affected users perceive (the share of their own calls that failed) and the takeover's "+
+		"Cx cost per call and per user, and leaves runs without calls out of n", func() {
+		f.sum = func(sc *scenario.Scenario, seed int64, dir string) *report.Summary {
+			s := fakeSummary(sc, seed)
+			if strings.Contains(dir, "load-sharing") {
+				// 10 calls placed, 4 refused; 5 received, 2 refused and 1 never delivered to the phone
+				s.MO = report.Direction{Attempts: 10, Succeeded: 6}
+				s.MT = report.Direction{Attempts: 5, Succeeded: 3, NotDelivered: 1}
+				return s
+			}
+			if seed != 101 { // the quasi-pool's users placed and received calls in two runs of three
+				s.MO = report.Direction{Attempts: 20, Succeeded: 20}
+				s.MT = report.Direction{Attempts: 20, Succeeded: 19}
+			}
+			s.TakeoverCx = &report.TakeoverCx{ExtraLIRPerCall: 0.5, ExtraRegCxPerUser: 1}
+			return s
+		}
+		res, err := execute(planOf(twoExperiments(), false))
+		Expect(err).NotTo(HaveOccurred())
+		qp, ls := res.Experiments[0].Variants[0], res.Experiments[0].Variants[1]
+		Expect(qp.Metric("mo_failed_share").Stat.Mean).To(BeZero())
+		Expect(qp.Metric("mo_failed_share").Stat.Runs).To(Equal(2), "a run whose users placed no call has no value")
+		Expect(qp.Metric("mt_failed_share").Stat.Mean).To(BeNumerically("~", 0.05, 1e-9))
+		Expect(ls.Metric("mo_failed_share").Stat.Mean).To(BeNumerically("~", 0.4, 1e-9))
+		Expect(ls.Metric("mt_failed_share").Stat.Mean).To(BeNumerically("~", 0.5, 1e-9), "(2 failed + 1 not delivered) / 6")
+		Expect(qp.Metric("takeover_extra_lir_per_call").Stat.Mean).To(BeNumerically("~", 0.5, 1e-9))
+		Expect(qp.Metric("takeover_extra_reg_cx_per_user").Stat.Mean).To(BeNumerically("~", 1, 1e-9))
+		Expect(qp.Metric("takeover_extra_cx_per_sub_hour").Stat.Mean).To(BeNumerically("~", 0.5*2*study.OperatorCallsPerHour, 1e-9))
+		Expect(ls.Metric("takeover_extra_lir_per_call")).To(BeNil(), "runs made before takeover_cx existed have none")
+		rmd, err := os.ReadFile(filepath.Join(out, study.FileResults))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(rmd)).To(ContainSubstring("What the affected users perceive"))
+		Expect(string(rmd)).To(ContainSubstring("The takeover's Cx cost at the HSS"))
+	})
+
 	It("measures the steady-state cost per subscriber-hour and per procedure, composes it for an operator's "+
 		"registration periods, and compares the pools' CPU with the quasi-pool's run of the same seed", func() {
 		f.sum = func(sc *scenario.Scenario, seed int64, dir string) *report.Summary {
