@@ -40,7 +40,7 @@ var _ = Describe("the takeover's Cx cost per call and per user", Label("unit"), 
 		r.call("c2", 4, 2, 6, "ok", 100, true) // affected MT
 		cx(6, "LIR", 2, map[string]any{"uat": 0})
 		cx(6, "SAR", 2, map[string]any{"sat": 3}) // a new S-CSCF fetching user 2's restoration data
-		r.call("c3", 3, 4, 7, "ok", 100, true) // between other users
+		r.call("c3", 3, 4, 7, "ok", 100, true)    // between other users
 		cx(7, "LIR", 4, map[string]any{"uat": 0})
 		cx(10.5, "SAR", 1, map[string]any{"sat": 5}) // the phones stopping after the run: not counted
 		r.write()
