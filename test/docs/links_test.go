@@ -13,6 +13,9 @@ import (
 // linkRe finds a markdown link's target: ](target) or ](target#anchor).
 var linkRe = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)\s]*)?\)`)
 
+// schemeRe matches a link with a URL scheme (http:, https:, mailto:), which is not a file of the repository.
+var schemeRe = regexp.MustCompile(`^[a-z][a-z0-9+.-]*:`)
+
 // brokenLinks lists the relative links of a markdown file whose target does not exist.
 func brokenLinks(file string) []string {
 	b, err := os.ReadFile(file)
@@ -20,8 +23,8 @@ func brokenLinks(file string) []string {
 	var bad []string
 	for _, m := range linkRe.FindAllStringSubmatch(string(b), -1) {
 		target := m[1]
-		if regexp.MustCompile(`^[a-z][a-z0-9+.-]*:`).MatchString(target) {
-			continue // http:, https:, mailto:
+		if schemeRe.MatchString(target) {
+			continue
 		}
 		if _, err := os.Stat(filepath.Join(filepath.Dir(file), target)); err != nil {
 			bad = append(bad, target)
