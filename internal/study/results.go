@@ -52,6 +52,20 @@ var takeoverCxResultsKPIs = []column{
 	{"takeover_extra_cx_per_sub_hour", fmt.Sprintf("extra Cx /sub-h while taken over (%g call each way)", OperatorCallsPerHour)},
 }
 
+// extraResultsTables are results.md's further tables per experiment, each written where a run has one of its KPIs.
+var extraResultsTables = []struct {
+	intro string
+	kpis  []column
+}{
+	{"Table 1's redundancy and data-sync rows (a ratio is given only where a member received at least 1 request/s " +
+		"before the fault)", table1ResultsKPIs},
+	{"What the affected users perceive: the share of their own calls (the reachability probes excepted) started " +
+		"after their fault that failed; a run whose affected users placed or received no call has no value, so n " +
+		"says how many runs had calls", perceivedResultsKPIs},
+	{"The takeover's Cx cost at the HSS (docs/report.md, \"Takeover Cx\"), per call and per user rather than per " +
+		"affected user over the run, so that the reachability probes' calls do not set it", takeoverCxResultsKPIs},
+}
+
 // costResultsKPIs are the columns of results.md's steady-state cost table (aggregate.go, costKPIs): Table 1's
 // data-sync and cost rows per subscriber-hour at the experiment's own workload.
 var costResultsKPIs = []column{
@@ -129,21 +143,11 @@ func Results(r *Result) string {
 				"is restored, so a later fault that takes its service again is not seen for it):\n\n")
 			kpiTable(&b, e, faultResultsKPIs)
 		}
-		if hasAny(e, table1ResultsKPIs) {
-			b.WriteString("\nTable 1's redundancy and data-sync rows (a ratio is given only where a member received at " +
-				"least 1 request/s before the fault):\n\n")
-			kpiTable(&b, e, table1ResultsKPIs)
-		}
-		if hasAny(e, perceivedResultsKPIs) {
-			b.WriteString("\nWhat the affected users perceive: the share of their own calls (the reachability probes " +
-				"excepted) started after their fault that failed; a run whose affected users placed or received no call " +
-				"has no value, so n says how many runs had calls:\n\n")
-			kpiTable(&b, e, perceivedResultsKPIs)
-		}
-		if hasAny(e, takeoverCxResultsKPIs) {
-			b.WriteString("\nThe takeover's Cx cost at the HSS (docs/report.md, \"Takeover Cx\"), per call and per user rather " +
-				"than per affected user over the run, so that the reachability probes' calls do not set it:\n\n")
-			kpiTable(&b, e, takeoverCxResultsKPIs)
+		for _, t := range extraResultsTables {
+			if hasAny(e, t.kpis) {
+				b.WriteString("\n" + t.intro + ":\n\n")
+				kpiTable(&b, e, t.kpis)
+			}
 		}
 		if hasAny(e, costResultsKPIs) {
 			b.WriteString("\nTable 1's data-sync and cost rows in steady state (t0 to the first fault, or the whole run " +
