@@ -27,7 +27,7 @@ replace_section() {
 if [ "$name" = claims ]; then
 	# The studies whose claims docs/results.md lists, in its order; one not published yet is left out.
 	files=()
-	for s in published risk cost table1; do
+	for s in published risk cost table1 sweeps; do
 		[ -f "docs/results/study-$s/study.json" ] && files+=("docs/results/study-$s/study.json")
 	done
 	frag=$(mktemp)

@@ -87,8 +87,13 @@ func checkClaims(add func(field, format string, args ...any), claims []Claim, ex
 		for j, k := range c.Checks {
 			q := fmt.Sprintf("%s.checks[%d]", p, j)
 			i := slices.IndexFunc(exps, func(e Experiment) bool { return e.Name == k.Experiment })
+			if i < 0 { // a point of a sweep: <experiment>@<param>=<value>
+				i = slices.IndexFunc(exps, func(e Experiment) bool {
+					return slices.ContainsFunc(expandSweep(e), func(p *SweepPoint) bool { return p != nil && p.Name() == k.Experiment })
+				})
+			}
 			if i < 0 {
-				add(q+".experiment", "%q is not an experiment of the study", k.Experiment)
+				add(q+".experiment", "%q is not an experiment of the study (nor a point <experiment>@<param>=<value> of a sweep)", k.Experiment)
 			} else if schemes := exps[i].Schemes; !(len(schemes) == 0 && k.Scheme == AsIs) && !slices.Contains(schemes, k.Scheme) {
 				add(q+".scheme", "%q is not a scheme of experiment %q", k.Scheme, k.Experiment)
 			}
@@ -113,7 +118,9 @@ func evalClaims(claims []Claim, r *Result) []ClaimResult {
 			continue
 		}
 		for _, k := range c.Checks {
-			cr.Checks = append(cr.Checks, evalCheck(k, r))
+			for _, k := range expandCheck(k, r) {
+				cr.Checks = append(cr.Checks, evalCheck(k, r))
+			}
 		}
 		cr.Verdict = VerdictSupported
 		for _, v := range []string{VerdictPending, VerdictNotMeasurable, VerdictInconclusive, VerdictRefuted} {
@@ -124,6 +131,26 @@ func evalClaims(claims []Claim, r *Result) []ClaimResult {
 		}
 		cr.Provisional = slices.ContainsFunc(cr.Checks, func(k CheckResult) bool { return k.Pending > 0 })
 		out = append(out, cr)
+	}
+	return out
+}
+
+// expandCheck turns a check of a sweep experiment, named without a point, into one check per point of the sweep
+// (the claim then holds only where it holds at every value); any other check stays as it is.
+func expandCheck(k ClaimCheck, r *Result) []ClaimCheck {
+	var out []ClaimCheck
+	for _, e := range r.Experiments {
+		if e.Name == k.Experiment {
+			return []ClaimCheck{k}
+		}
+		if base, _, ok := strings.Cut(e.Name, "@"); ok && base == k.Experiment {
+			p := k
+			p.Experiment = e.Name
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return []ClaimCheck{k}
 	}
 	return out
 }

@@ -64,6 +64,48 @@ claims:
 		}
 	})
 
+	It("reads a claim on a sweep at every value, or at one point named <experiment>@<param>=<value>", func() {
+		sweep := `
+name: t
+out: unused
+experiments:
+  - name: n
+    scenario: ` + scenarioPath("realistic-pcscf-kill.yaml") + `
+    schemes: [quasi-pool, load-sharing+ignore-504]
+    seed: 100
+    repeat: 2
+    sweep: {param: pool_size, values: [2, 3]}
+`
+		_, err := study.Load(writeStudy(sweep + `
+claims:
+  - id: a
+    text: x
+    checks: [{experiment: "n@pool_size=4", scheme: quasi-pool, kpi: restored_at_end, op: ">=", value: 1}]
+`))
+		Expect(err).To(MatchError(ContainSubstring(`claims[0].checks[0].experiment: "n@pool_size=4" is not an experiment of the study`)))
+
+		res, err := study.Execute(context.Background(), study.Config{Plan: planOf(sweep+`
+claims:
+  - id: every-n
+    text: the pool takes over at every size
+    checks: [{experiment: n, scheme: quasi-pool, kpi: restored_at_bound, op: ">=", value: 0.99}]
+  - id: at-three
+    text: load sharing takes over at N = 3
+    checks: [{experiment: "n@pool_size=3", scheme: load-sharing+ignore-504, kpi: restored_at_bound, op: ">=", value: 0.99}]
+`, false), File: "s.yaml", OutDir: GinkgoT().TempDir(), Run: (&fakeRunner{}).run, Out: &bytes.Buffer{},
+			NoFigures: true, Provenance: study.Collect("", nil)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Claims).To(HaveLen(2))
+		every := res.Claims[0]
+		Expect(every.Verdict).To(Equal(study.VerdictSupported))
+		Expect(every.Checks).To(HaveLen(2), "one check per value of the sweep")
+		Expect(every.Checks[0].Experiment).To(Equal("n@pool_size=2"))
+		Expect(every.Checks[1].Experiment).To(Equal("n@pool_size=3"))
+		Expect(every.Checks[1].Runs).To(Equal(2))
+		Expect(res.Claims[1].Verdict).To(Equal(study.VerdictRefuted))
+		Expect(res.Claims[1].Checks).To(HaveLen(1))
+	})
+
 	It("gives each claim its verdict from the runs' CIs, the weakest check deciding, provisional while runs are pending", func() {
 		f := &fakeRunner{}
 		out := GinkgoT().TempDir()

@@ -111,21 +111,35 @@ func ClaimsOverview(studies []Published) string {
 			verdict += " (provisional: runs pending)"
 		}
 		var checks []string
-		for _, k := range r.c.Checks {
-			m := "no value"
-			switch {
-			case k.Mean == nil && k.Verdict == VerdictPending:
-				m = "not run yet"
-			case k.Mean != nil && k.Runs < 2:
-				m = num(*k.Mean) + " (1 run, no CI)"
-			case k.Mean != nil:
-				m = fmt.Sprintf("%s [%s, %s] (%d)", num(*k.Mean), num(*k.CILow), num(*k.CIHigh), k.Runs)
+		for _, g := range groupSweepChecks(r.c.Checks) {
+			k := g[0]
+			if len(g) == 1 {
+				c := fmt.Sprintf("`%s`, %s: `%s` %s %g → %s", k.Scheme, k.Experiment, k.KPI, k.Op, k.Value, checkValue(k))
+				if k.Mean != nil || k.Verdict != VerdictPending {
+					c += " " + checkMark(k.Verdict)
+				}
+				checks = append(checks, c)
+				continue
 			}
-			c := fmt.Sprintf("`%s`, %s: `%s` %s %g → %s", k.Scheme, k.Experiment, k.KPI, k.Op, k.Value, m)
-			if k.Mean != nil || k.Verdict != VerdictPending {
-				c += " " + checkMark(k.Verdict)
+			// The points of one sweep, one line: every value's measurement, then where the bound does not hold.
+			base, _, _ := strings.Cut(k.Experiment, "@")
+			var vals, not []string
+			held := 0
+			for _, k := range g {
+				_, point, _ := strings.Cut(k.Experiment, "@")
+				vals = append(vals, point+": "+checkValue(k))
+				if k.Verdict == VerdictSupported {
+					held++
+				} else {
+					not = append(not, strings.Trim(checkMark(k.Verdict), "()")+" at "+point)
+				}
 			}
-			checks = append(checks, c)
+			mark := fmt.Sprintf("(holds at all %d values)", len(g))
+			if held < len(g) {
+				mark = fmt.Sprintf("(holds at %d of %d values; %s)", held, len(g), strings.Join(not, "; "))
+			}
+			checks = append(checks, fmt.Sprintf("`%s`, sweep %s: `%s` %s %g → %s %s", k.Scheme, base, k.KPI, k.Op,
+				k.Value, strings.Join(vals, "; "), mark))
 		}
 		if r.c.Reason != "" {
 			checks = append(checks, oneCell(r.c.Reason))
@@ -134,6 +148,40 @@ func ClaimsOverview(studies []Published) string {
 			r.s.Result.Study, r.s.Link, verdict, strings.Join(checks, "<br>"))
 	}
 	return b.String()
+}
+
+// checkValue is a check's measurement in a cell: mean [95 % CI] (n runs).
+func checkValue(k CheckResult) string {
+	switch {
+	case k.Mean == nil && k.Verdict == VerdictPending:
+		return "not run yet"
+	case k.Mean != nil && k.Runs < 2:
+		return num(*k.Mean) + " (1 run, no CI)"
+	case k.Mean != nil:
+		return fmt.Sprintf("%s [%s, %s] (%d)", num(*k.Mean), num(*k.CILow), num(*k.CIHigh), k.Runs)
+	}
+	return "no value"
+}
+
+// groupSweepChecks splits a claim's checks into runs of consecutive checks that differ only in the point of one
+// sweep (<experiment>@<param>=<value>, the expansion of a check on a sweep experiment); any other check is a run
+// of its own.
+func groupSweepChecks(checks []CheckResult) [][]CheckResult {
+	var out [][]CheckResult
+	for _, k := range checks {
+		if n := len(out); n > 0 && sameSweepCheck(out[n-1][0], k) {
+			out[n-1] = append(out[n-1], k)
+			continue
+		}
+		out = append(out, []CheckResult{k})
+	}
+	return out
+}
+
+func sameSweepCheck(a, b CheckResult) bool {
+	ab, _, aok := strings.Cut(a.Experiment, "@")
+	bb, _, bok := strings.Cut(b.Experiment, "@")
+	return aok && bok && ab == bb && a.Scheme == b.Scheme && a.KPI == b.KPI && a.Op == b.Op && a.Value == b.Value
 }
 
 // checkMark is a check's verdict in a cell: a word, so that the table reads without a legend.

@@ -1,6 +1,7 @@
 package study_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,24 @@ var _ = Describe("the claims overview", Label("unit"), func() {
 		Expect(rows[1]).NotTo(ContainSubstring("still served"))
 		Expect(rows[1]).To(ContainSubstring("0.5 [0.4, 0.6] (10) (**fails**)"))
 		Expect(rows[2]).To(ContainSubstring("no call \\| of their own"))
+	})
+
+	It("puts the points of one sweep on one line, saying at which values the bound does not hold", func() {
+		pt := func(v, verdict string, mean, lo, hi float64) string {
+			return `{"check": {"experiment": "pool-size@pool_size=` + v + `", "scheme": "quasi-pool", "kpi": "restored_at_bound", "op": ">=", "value": 0.99},
+			  "verdict": "` + verdict + `", "mean": ` + fmt.Sprint(mean) + `, "ci_low": ` + fmt.Sprint(lo) + `, "ci_high": ` + fmt.Sprint(hi) + `, "n_runs": 5, "pending": 0}`
+		}
+		sweeps := `{"study": "sweeps", "claims": [{"id": "any-n", "text": "§2 准POOL方案的优势", "verdict": "refuted", "checks": [` +
+			pt("2", "supported", 1, 1, 1) + `,` + pt("3", "inconclusive", 0.99, 0.97, 1) + `,` + pt("4", "refuted", 0.5, 0.4, 0.6) + `,
+			{"check": {"experiment": "pcscf-kill", "scheme": "quasi-pool", "kpi": "restored_at_end", "op": ">=", "value": 0.99},
+			 "verdict": "supported", "mean": 1, "ci_low": 1, "ci_high": 1, "n_runs": 20, "pending": 0}]}]}`
+		p, err := study.ReadPublished(write(GinkgoT().TempDir(), "sweeps", sweeps), "results/study-sweeps")
+		Expect(err).NotTo(HaveOccurred())
+		out := study.ClaimsOverview([]study.Published{p})
+		Expect(out).To(ContainSubstring("| `quasi-pool`, sweep pool-size: `restored_at_bound` >= 0.99 → pool_size=2: 1 [1, 1] (5); " +
+			"pool_size=3: 0.99 [0.97, 1] (5); pool_size=4: 0.5 [0.4, 0.6] (5) (holds at 1 of 3 values; " +
+			"*CI straddles the bound* at pool_size=3; **fails** at pool_size=4)<br>" +
+			"`quasi-pool`, pcscf-kill: `restored_at_end` >= 0.99 → 1 [1, 1] (20) (holds) |"))
 	})
 
 	It("refuses a file that is not a study.json, naming it", func() {
