@@ -100,6 +100,10 @@ func kpiRows(s *Summary) []kpiRow {
 		}
 		rows = append(rows, kpiRow{"restored by detection + one probe interval",
 			fmt.Sprintf("%.3f of users by %.3f s (probes every %g s)", sv.RestoredAtBound, sv.BoundS, sv.IntervalS)})
+		if sv.NotProbed > 0 {
+			rows = append(rows, kpiRow{"affected users probed", fmt.Sprintf("%d of %d (the curves are theirs; the "+
+				"others were outside reachability.sample or behind a fault that starts no probes)", sv.Users, sv.Users+sv.NotProbed)})
+		}
 	}
 	rows = append(rows,
 		kpiRow{"setup latency, normal calls", fmtLat(s.SetupLatencyMs.Normal)},

@@ -114,8 +114,8 @@ func (c *KMCurve) At(t float64) float64 {
 type Survival struct {
 	// IntervalS is the probe schedule (s).
 	IntervalS float64 `json:"interval_s"`
-	// Users is the number of affected users probed; NotProbed the affected users without any probe (a fault
-	// kind that starts no probes).
+	// Users is the number of affected users probed; NotProbed the affected users without any probe (outside
+	// the scenario's reachability.sample, or behind a fault kind that starts no probes).
 	Users     int `json:"users"`
 	NotProbed int `json:"not_probed"`
 	// ObservedS is the observation window: from the (first) fault to the end of the run.

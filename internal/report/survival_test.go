@@ -160,5 +160,8 @@ var _ = Describe("Time to restore", Label("unit"), func() {
 		Expect(sv.DetectedS).To(Equal(1.5), "the kill's detection, not the partition's")
 		Expect(sv.BoundS).To(Equal(1.75))
 		Expect(sv.RestoredAtBound).To(Equal(1.0), "user 1 reachable again 1.6 s after the kill")
+		md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(ContainSubstring("| affected users probed | 1 of 2 (the curves are theirs;"))
 	})
 })

@@ -39,6 +39,10 @@ type Reachability struct {
 	Confirm int `yaml:"confirm"`
 	// Probers is the number of prober phones (default 4): users From+Count … From+Count+Probers-1.
 	Probers int `yaml:"probers"`
+	// Sample, when set, probes at most Sample of a fault's affected users, drawn at random from the run's seed
+	// (0 = every affected user). A carrier-scale run cannot probe tens of thousands of users every interval; the
+	// survival curve of a random sample estimates theirs, and the report counts the others as not probed.
+	Sample int `yaml:"sample"`
 }
 
 // Probe kinds written in Record.Probe.
@@ -78,6 +82,8 @@ func (r *Reachability) Validate(prefix string) error {
 		return fmt.Errorf("%s.timeout: must not be negative, is %s", prefix, r.Timeout)
 	case r.Stale < 0:
 		return fmt.Errorf("%s.stale: must not be negative, is %s", prefix, r.Stale)
+	case r.Sample < 0:
+		return fmt.Errorf("%s.sample: must not be negative (0 = every affected user), is %d", prefix, r.Sample)
 	}
 	return nil
 }
@@ -100,7 +106,9 @@ func hostNode(h string) string {
 // StartReachability starts the reachability probes of the users registered (now) through one of the nodes
 // (node names: pcscf1, scscf2). It returns at once with the number of users it probes; the probes run until
 // each user is confirmed reachable in its directions or the phones stop. A user probed already (an earlier
-// fault) is not probed twice. The UE emits a reachability_start event naming the nodes and the users.
+// fault) is not probed twice. With Reachability.Sample it probes a random sample of them (the others count as
+// handled by this fault all the same). The UE emits a reachability_start event naming the nodes and the probed
+// users, with the number of affected users.
 func (u *UE) StartReachability(nodes []string) int {
 	rc := u.cfg.Reachability
 	if rc.Interval <= 0 || !u.running.Load() || len(u.probers) == 0 {
@@ -123,9 +131,23 @@ func (u *UE) StartReachability(nodes []string) int {
 		probed = append(probed, p)
 	}
 	u.reachMu.Unlock()
-	u.events.Emit("reachability_start", map[string]any{"nodes": nodes, "users": users,
+	affected := len(users)
+	if rc.Sample > 0 && len(probed) > rc.Sample {
+		// A partial Fisher–Yates shuffle from the run's RNG: the first Sample places hold a uniform sample.
+		for i := range rc.Sample {
+			j := i + u.intn(len(probed)-i)
+			probed[i], probed[j] = probed[j], probed[i]
+		}
+		probed = probed[:rc.Sample]
+		users = users[:0]
+		for _, p := range probed {
+			users = append(users, p.impu)
+		}
+	}
+	u.events.Emit("reachability_start", map[string]any{"nodes": nodes, "users": users, "affected": affected,
 		"interval_ms": rc.Interval.Milliseconds(), "confirm": rc.Confirm})
-	u.log.Info("ue: reachability probes", "nodes", nodes, "users", len(users), "interval", rc.Interval.String())
+	u.log.Info("ue: reachability probes", "nodes", nodes, "users", len(users), "affected", affected,
+		"interval", rc.Interval.String())
 	if len(users) > 0 {
 		u.rescueProbers(nodes, hit)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -193,6 +194,41 @@ var _ = Describe("Simulated phones", Label("integration"), func() {
 				Expect(regs).To(HaveLen(2), "the probed users did not register again")
 			}
 		}, SpecTimeout(20*time.Second))
+
+		It("probes a random sample of the affected users with reachability.sample, the same one for the same seed", func(ctx SpecContext) {
+			// sampled runs a UE of 6 phones, all behind pcscf1, and its 2 probers behind pcscf2, starts the probes
+			// of pcscf1 with a sample of 3 and returns the users the MT probes reached.
+			sampled := func(seed int64) []string {
+				cfg := manual()
+				cfg.Users.Count = 6
+				cfg.Seed = seed
+				cfg.RingTime = 10 * time.Millisecond
+				cfg.Reachability = ue.Reachability{Interval: 50 * time.Millisecond, Confirm: 1, Probers: 2, Sample: 3}
+				fake.mu.Lock()
+				fake.pcscfOf = map[string]string{"user0007": "pcscf2", "user0008": "pcscf2"}
+				fake.mu.Unlock()
+				u := startUE(cfg)
+				defer u.stop()
+				for _, p := range append(u.Phones(), u.Probers()...) {
+					Expect(p.Register(ctx)).To(Succeed())
+				}
+				Expect(u.StartReachability([]string{"pcscf1"})).To(Equal(3), "3 of the 6 affected users")
+				mtOK := mtProbesOK(u)
+				Eventually(mtOK).WithTimeout(5 * time.Second).Should(HaveLen(3))
+				Consistently(mtOK).WithTimeout(200*time.Millisecond).Should(HaveLen(3), "the others are not probed")
+				var users []string
+				for _, r := range mtOK() {
+					users = append(users, r.ProbeUser)
+				}
+				slices.Sort(users)
+				Expect(slices.Compact(slices.Clone(users))).To(HaveLen(3), "three different users")
+				return users
+			}
+			first := sampled(11)
+			Expect(sampled(11)).To(Equal(first), "the sample comes from the run's seed")
+			bad := ue.Reachability{Interval: time.Second, Confirm: 1, Probers: 1, MaxInFlight: 1, Sample: -1}
+			Expect(bad.Validate("r")).To(MatchError("r.sample: must not be negative (0 = every affected user), is -1"))
+		}, SpecTimeout(30*time.Second))
 
 		It("leaves the probers alone when one of them is outside the faulted node", func(ctx SpecContext) {
 			fake.mu.Lock()
