@@ -125,6 +125,10 @@ var survivalKPIs = []struct {
 			}
 			return fp(float64(s.Service.Restored) / float64(s.Service.N))
 		}},
+	{"restore_median_s", "s", "median time from the fault to the restoration of an affected user's MT and MO " +
+		"service (Kaplan–Meier, survival.service.median_s); none where fewer than half were restored by the end " +
+		"of the run (the run then has no value, and n says how many runs had one)",
+		func(s *report.Survival) *float64 { return s.Service.MedianS }},
 }
 
 func fp(x float64) *float64 { return &x }

@@ -49,9 +49,13 @@ func fakeSummary(sc *scenario.Scenario, seed int64) *report.Summary {
 	if ignore {
 		restored = 0
 	}
+	var median *float64 // half restored at 1 s, or never
+	if !ignore {
+		median = fp(1)
+	}
 	s.Survival = &report.Survival{IntervalS: 0.25, Users: n, DetectedS: 1.6, BoundS: 1.85, RestoredAtBound: restored,
 		MT: report.KMCurve{N: n, Points: []report.KMPoint{{TS: 0}, {TS: 1, Restored: restored}}},
-		Service: report.KMCurve{N: n, Restored: int(restored) * n, Censored: n - int(restored)*n,
+		Service: report.KMCurve{N: n, Restored: int(restored) * n, Censored: n - int(restored)*n, MedianS: median,
 			Points: []report.KMPoint{{TS: 0}, {TS: 1, Restored: restored}}}}
 	return s
 }
@@ -227,6 +231,8 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(qp.Metric("restored_at_bound").Stat.Mean).To(Equal(1.0))
 		Expect(ls.Metric("restored_at_bound").Stat.Mean).To(Equal(0.0))
 		Expect(qp.Metric("restored_at_5s").Stat.Mean).To(Equal(1.0), "read from the service curve at 5 s")
+		Expect(qp.Metric("restore_median_s").Stat.Mean).To(Equal(1.0), "the service curve's median")
+		Expect(ls.Metric("restore_median_s")).To(BeNil(), "nobody restored: no median in any run")
 		Expect(ls.Metric("restored_at_5s").Stat.Mean).To(Equal(0.0))
 		Expect(ls.Metric("mo_interruption_s").Stat.Min).To(BeNumerically(">", 30))
 		Expect(res.Provenance.Seeds).To(Equal(map[string][]int64{"p": {100, 101, 102}, "s": {200, 201}}))

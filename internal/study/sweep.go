@@ -272,6 +272,7 @@ type SweepCell struct {
 var sweepKPIs = []struct{ name, estimate string }{
 	{"restored_at_bound", "mean"},
 	{"restored_at_end", "mean"},
+	{"restore_median_s", "mean"},
 	{"time_to_detect_s", "mean"},
 	{"mt_interruption_s", "median"},
 	{"mo_interruption_s", "median"},
@@ -494,6 +495,7 @@ func sweepFigure(s *SweepResult, k SweepKPI) (*plot.Plot, Figure, error) {
 	p.X.Tick.Marker = ticks
 	p.Legend.Top, p.Legend.Left = true, false
 	entries := 0
+	var missing []string // schemes without a value at any point: no line
 	for i, scheme := range s.Schemes {
 		var pts errPoints
 		nmin, nmax, umin, umax := math.MaxInt, 0, math.MaxInt, 0
@@ -510,6 +512,7 @@ func sweepFigure(s *SweepResult, k SweepKPI) (*plot.Plot, Figure, error) {
 			nmin, nmax, umin, umax = min(nmin, c.Runs), max(nmax, c.Runs), min(umin, c.NVals), max(umax, c.NVals)
 		}
 		if len(pts.XYs) == 0 {
+			missing = append(missing, scheme)
 			continue
 		}
 		col := colourOf(i)
@@ -564,6 +567,10 @@ func sweepFigure(s *SweepResult, k SweepKPI) (*plot.Plot, Figure, error) {
 		"(study.json %s_ci95; none with one run). Points of one value are set slightly apart so that their bars do "+
 		"not overlap. n per value and scheme in the legend (and in the sweep table).", upperFirst(k.Estimate),
 		k.Name, k.Unit, k.Per, s.Param, s.Unit, k.Estimate)
+	if len(missing) > 0 {
+		caption += fmt.Sprintf(" No line for %s: no run had a value at any point (e.g. no median time to restore "+
+			"where fewer than half of the users were restored by the end of the run).", strings.Join(missing, ", "))
+	}
 	return p, Figure{Kind: "sweep", KPI: k.Name, SVG: s.Name + "-sweep-" + strings.ReplaceAll(k.Name, "_", "-"),
 		Title: fmt.Sprintf("%s vs %s", k.Name, s.Param), Caption: caption}, nil
 }
