@@ -1,7 +1,7 @@
 # Convenience targets; every one is a plain go or docker command you can run yourself.
 IMAGE ?= imslab/quasipool:latest
 
-.PHONY: test lab-image compose compose-check up down scenario bench
+.PHONY: test lab-image compose compose-check up down scenario bench results
 
 test:            ## the test suite (what .ci/run runs)
 	go test -race -p 1 ./...
@@ -26,3 +26,6 @@ scenario:        ## a scenario against a fresh compose lab: make scenario S=scen
 
 bench:           ## issue 13's bench in one run: proxy vs Kamailio, capacity, registration, memory (docs/performance.md)
 	go run ./cmd/imslab bench $(ARGS)
+
+results:         ## regenerate docs/results.md's study sections and claims from the committed runs (nothing is run)
+	scripts/results-md.sh all
