@@ -788,6 +788,8 @@ type trafficJSON struct {
 	IdleShare            float64 `json:"idle_share,omitempty"`
 	MTOnlyShare          float64 `json:"mt_only_share,omitempty"`
 	ReachabilityInterval float64 `json:"reachability_interval_s,omitempty"`
+	// ReachabilitySample is reachability.sample: at most this many affected users probed per fault (absent: all).
+	ReachabilitySample int `json:"reachability_sample,omitempty"`
 	// Steps are the load steps (absent: none).
 	Steps []stepJSON `json:"steps,omitempty"`
 }
@@ -824,6 +826,7 @@ func (r *runner) writeScenarioJSON(runDir string, seed int64, t0, end time.Time)
 		j.Traffic.IdleShare, j.Traffic.MTOnlyShare = m.IdleShare, m.MTOnlyShare
 	}
 	j.Traffic.ReachabilityInterval = sc.Traffic.Reachability.Interval.Seconds()
+	j.Traffic.ReachabilitySample = sc.Traffic.Reachability.Sample
 	for _, st := range sc.Traffic.Steps {
 		j.Traffic.Steps = append(j.Traffic.Steps, stepJSON{AtS: st.At.Seconds(), CallRate: st.CallRate})
 	}
