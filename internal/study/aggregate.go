@@ -129,6 +129,11 @@ var survivalKPIs = []struct {
 		"service (Kaplan–Meier, survival.service.median_s); none where fewer than half were restored by the end " +
 		"of the run (the run then has no value, and n says how many runs had one)",
 		func(s *report.Survival) *float64 { return s.Service.MedianS }},
+	{"restore_answered_median_s", "s", "the same to the answer (200) of the user's first successful MT and MO " +
+		"probes rather than to their start (survival.service_answered.median_s): a probe placed just after the " +
+		"fault can be answered through a failover inside the network seconds later, so this one shows when calls " +
+		"are answered again, the other when a call placed would get through",
+		func(s *report.Survival) *float64 { return s.ServiceAnswered.MedianS }},
 }
 
 func fp(x float64) *float64 { return &x }

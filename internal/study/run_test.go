@@ -57,6 +57,9 @@ func fakeSummary(sc *scenario.Scenario, seed int64) *report.Summary {
 		MT: report.KMCurve{N: n, Points: []report.KMPoint{{TS: 0}, {TS: 1, Restored: restored}}},
 		Service: report.KMCurve{N: n, Restored: int(restored) * n, Censored: n - int(restored)*n, MedianS: median,
 			Points: []report.KMPoint{{TS: 0}, {TS: 1, Restored: restored}}}}
+	if median != nil { // answered 1.5 s after the probes that got through started
+		s.Survival.ServiceAnswered = report.KMCurve{N: n, Restored: n, MedianS: fp(2.5)}
+	}
 	return s
 }
 
@@ -233,6 +236,7 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(qp.Metric("restored_at_5s").Stat.Mean).To(Equal(1.0), "read from the service curve at 5 s")
 		Expect(qp.Metric("restore_median_s").Stat.Mean).To(Equal(1.0), "the service curve's median")
 		Expect(ls.Metric("restore_median_s")).To(BeNil(), "nobody restored: no median in any run")
+		Expect(qp.Metric("restore_answered_median_s").Stat.Mean).To(Equal(2.5), "the answered curve's median")
 		Expect(ls.Metric("restored_at_5s").Stat.Mean).To(Equal(0.0))
 		Expect(ls.Metric("mo_interruption_s").Stat.Min).To(BeNumerically(">", 30))
 		Expect(res.Provenance.Seeds).To(Equal(map[string][]int64{"p": {100, 101, 102}, "s": {200, 201}}))
