@@ -16,10 +16,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 imslab=${IMSLAB:-go run ./cmd/imslab}
+# The published studies, in docs/results.md's order (docs/results/study-<name>).
+studies=(published risk cost table1 sweeps)
 name=${1:-published}
 if [ "$name" = all ]; then
 	# Every study with its markers in docs/results.md and its runs in docs/results/study-<name>, then the overview.
-	for s in published risk cost table1 sweeps; do
+	for s in "${studies[@]}"; do
 		if [ -f "docs/results/study-$s/study.json" ] && grep -q "<!-- study:$s:begin -->" docs/results.md; then
 			"$0" "$s"
 		fi
@@ -40,7 +42,7 @@ replace_section() {
 if [ "$name" = claims ]; then
 	# The studies whose claims docs/results.md lists, in its order; one not published yet is left out.
 	files=()
-	for s in published risk cost table1 sweeps; do
+	for s in "${studies[@]}"; do
 		[ -f "docs/results/study-$s/study.json" ] && files+=("docs/results/study-$s/study.json")
 	done
 	frag=$(mktemp)
