@@ -38,8 +38,8 @@ var _ = Describe("docs/results.md", Label("unit"), func() {
 			out, err := build.CombinedOutput()
 			Expect(err).NotTo(HaveOccurred(), string(out))
 
-			// The copy: the script, the study files and the scenarios they name, docs/results.md and every
-			// published study's runs.
+			// The copy: the script, the study files and the scenarios they name, docs/results.md, every
+			// published study's runs and the storm runs.
 			work := filepath.Join(tmp, "repo")
 			for _, d := range []string{"scripts", "studies", "scenarios", "topologies"} {
 				Expect(os.CopyFS(filepath.Join(work, d), os.DirFS(filepath.Join(root, d)))).To(Succeed(), d)
@@ -47,7 +47,10 @@ var _ = Describe("docs/results.md", Label("unit"), func() {
 			studies, err := filepath.Glob(filepath.Join(root, "docs", "results", "study-*"))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(studies).NotTo(BeEmpty())
-			for _, d := range studies {
+			// and the 100k storm runs whose table `results-md.sh storms` writes
+			storms, err := filepath.Glob(filepath.Join(root, "docs", "results", "issue13", "storm-100k-*"))
+			Expect(err).NotTo(HaveOccurred())
+			for _, d := range append(studies, storms...) {
 				rel, err := filepath.Rel(root, d)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(os.CopyFS(filepath.Join(work, rel), os.DirFS(d))).To(Succeed(), rel)
