@@ -26,22 +26,27 @@ rows=(
 	"time to back p50 / p95 / max (s)|(if .s.storm.back_s.count > 0 then \"\\(.s.storm.back_s.p50 | .*10 | round / 10) / \\(.s.storm.back_s.p95 | .*10 | round / 10) / \\(.s.storm.back_s.max | .*10 | round / 10)\" else \"–\" end)"
 	"load shed (overload events)|(if .s.overload == null then \"none\" else (.s.overload | to_entries | map(\"\\(.key) \\(.value.shed)\") | join(\", \")) end)"
 )
+# One parse of each run's summary: every row's value, tab-separated, in the rows' order.
+exprs=()
+for r in "${rows[@]}"; do exprs+=("(${r#*|} | tostring)"); done
+prog="{s: ., p: (\$p[0] // {})} | [$(IFS=,; echo "${exprs[*]}")] | join(\"\t\")"
+declare -A vals
+for d in "$@"; do
+	[ -f "$d/summary.json.gz" ] || { echo "storm-table: $d/summary.json.gz not found" >&2; exit 2; }
+	p="$d/probes.json"
+	[ -f "$p" ] || p=/dev/null
+	vals[$d]=$(zcat "$d/summary.json.gz" | jq -r --slurpfile p <(cat "$p" 2>/dev/null || echo '{}') "$prog")
+done
 printf '|'
 for d in "$@"; do printf ' | `%s`' "$(basename "$d")"; done
 printf ' |\n|---'
 for _ in "$@"; do printf '|---'; done
 printf '|\n'
-for r in "${rows[@]}"; do
-	label=${r%%|*}
-	expr=${r#*|}
-	printf '| %s' "$label"
+for i in "${!rows[@]}"; do
+	printf '| %s' "${rows[$i]%%|*}"
 	for d in "$@"; do
-		[ -f "$d/summary.json.gz" ] || { echo "storm-table: $d/summary.json.gz not found" >&2; exit 2; }
-		p="$d/probes.json"
-		[ -f "$p" ] || p=/dev/null
-		v=$(zcat "$d/summary.json.gz" | jq -r --slurpfile p <(cat "$p" 2>/dev/null || echo '{}') \
-			"{s: ., p: (\$p[0] // {})} | $expr")
-		printf ' | %s' "$v"
+		IFS=$'\t' read -r -a v <<< "${vals[$d]}"
+		printf ' | %s' "${v[$i]}"
 	done
 	printf ' |\n'
 done
