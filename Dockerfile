@@ -2,7 +2,7 @@
 #
 # With network access:  docker build -t imslab/quasipool .
 # Offline (no base image can be pulled): make lab-image builds the same binaries on the host and an image
-# FROM scratch from them (cmd/imslab image, internal/compose/image.go).
+# FROM scratch from them (cmd/imslab image, internal/harness/compose/image.go).
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

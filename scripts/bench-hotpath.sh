@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the per-message hot-path benchmarks (internal/sipx BenchmarkProxyRelay: parse → prelude → forward → send
-# → relay the answer, bare and as a node records; internal/obs BenchmarkRecorderEmit and BenchmarkTraceRecord)
+# Runs the per-message hot-path benchmarks (internal/proto/sipx BenchmarkProxyRelay: parse → prelude → forward → send
+# → relay the answer, bare and as a node records; internal/runtime/obs BenchmarkRecorderEmit and BenchmarkTraceRecord)
 # 5 times on CPU 1 only, on a base revision and on the work tree alternately, and writes both sets of raw
 # `go test` lines plus a table of medians (min–max over the 5 runs) to docs/results/bench/hotpath-<date>.txt.
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measures the Go heap of one lab proxy hop under a steady SIPp call load, to size the nodes' soft memory limit
-# (internal/nfrun --memory-limit-mib): `imslab bench relay` (one sipx.Proxy with events and the pcapng trace on,
+# (internal/runtime/nfrun --memory-limit-mib): `imslab bench relay` (one sipx.Proxy with events and the pcapng trace on,
 # as a node records by default) between a SIPp caller (sipp/bench-uac.xml) and a SIPp callee (bench-uas.xml),
 # all on CPU 1, with GODEBUG=gctrace=1. From the collector's trace it writes, per rate: the live heap after each
 # collection (its maximum once the 32 s transaction timers have filled up), the number of collections, and the

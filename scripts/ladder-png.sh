@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Renders a PNG beside every committed ladder diagram that has only its SVG (plots/ladder_mo.svg, ladder_mt.svg of
 # the example runs under the given directories), with rsvg-convert (Debian package librsvg2-bin) at twice the SVG's
-# size on white. The lab writes both itself when the run's message trace is there (internal/report); this is for
+# size on white. The lab writes both itself when the run's message trace is there (internal/analysis/report); this is for
 # example runs published before it did, whose traces are gone, so the figure is the committed SVG's, unchanged.
 #
 #   scripts/ladder-png.sh docs/results/study-published

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where a full-chain call's CPU goes: runs one capacity step of `imslab bench` (the default lab, N phones placing
 # Poisson calls through the whole chain, message trace and events on as by default) with every node writing a CPU
-# profile of its life (IMSLAB_CPUPROFILE_DIR, internal/obs/profile.go), then writes a breakdown of those profiles:
+# profile of its life (IMSLAB_CPUPROFILE_DIR, internal/runtime/obs/profile.go), then writes a breakdown of those profiles:
 #   - per node: CPU seconds sampled over the node's life (registration of the phones included);
 #   - by kind of work, over all nodes: every sample counted once, by the function it was in (flat), grouped by
 #     package (GC and allocation, the scheduler, system calls, sipgo, go-diameter, bbolt, the lab's own code, the

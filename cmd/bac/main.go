@@ -9,10 +9,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/imslab/quasipool/internal/bac"
-	"github.com/imslab/quasipool/internal/nfrun"
-	"github.com/imslab/quasipool/internal/obs"
-	"github.com/imslab/quasipool/internal/sipx"
+	"github.com/imslab/quasipool/internal/nf/bac"
+	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/runtime/nfrun"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/topology"
 )
 

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/imslab/quasipool/internal/dnsd"
-	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/nf/dnsd"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/topology"
 )
 

@@ -16,9 +16,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/imslab/quasipool/internal/hss"
-	"github.com/imslab/quasipool/internal/hss/store"
-	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/nf/hss"
+	"github.com/imslab/quasipool/internal/nf/hss/store"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 func main() {

@@ -5,8 +5,8 @@ import (
 	"context"
 	"os"
 
-	"github.com/imslab/quasipool/internal/icscf"
-	"github.com/imslab/quasipool/internal/nfrun"
+	"github.com/imslab/quasipool/internal/nf/icscf"
+	"github.com/imslab/quasipool/internal/runtime/nfrun"
 	"github.com/imslab/quasipool/internal/topology"
 )
 

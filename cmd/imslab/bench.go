@@ -37,11 +37,11 @@ import (
 
 	"github.com/emiago/sipgo/sip"
 
-	"github.com/imslab/quasipool/internal/nfrun"
-	"github.com/imslab/quasipool/internal/obs"
-	"github.com/imslab/quasipool/internal/pool"
-	"github.com/imslab/quasipool/internal/provenance"
-	"github.com/imslab/quasipool/internal/sipx"
+	"github.com/imslab/quasipool/internal/analysis/provenance"
+	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/runtime/nfrun"
+	"github.com/imslab/quasipool/internal/runtime/obs"
+	"github.com/imslab/quasipool/internal/runtime/pool"
 )
 
 // Proxy kinds of a bench step.

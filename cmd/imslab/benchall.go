@@ -5,12 +5,12 @@ package main
 // issue's targets:
 //
 //   - proxy: the lab's proxy beside Kamailio under the same SIPp load (bench.go, benchStep);
-//   - capacity: the full lab (scenario runner, phones of internal/ue) at a fixed call rate per step;
+//   - capacity: the full lab (scenario runner, phones of internal/harness/ue) at a fixed call rate per step;
 //   - registration: the full lab with N phones registering at a fixed rate, no calls;
 //   - memory: the memory point (imslab memory) of N registered phones.
 //
 // The lab steps run generated scenarios through scenario.Run and read the run's report (summary.json, built by
-// internal/report), its phones' records (records.jsonl) and, for memory, readMemoryPoint (memory.go). A step that
+// internal/analysis/report), its phones' records (records.jsonl) and, for memory, readMemoryPoint (memory.go). A step that
 // fails or cannot run is a row with its reason; the other steps still run.
 
 import (
@@ -30,10 +30,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/imslab/quasipool/internal/lab"
-	"github.com/imslab/quasipool/internal/provenance"
-	"github.com/imslab/quasipool/internal/report"
-	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/analysis/provenance"
+	"github.com/imslab/quasipool/internal/analysis/report"
+	"github.com/imslab/quasipool/internal/harness/lab"
+	"github.com/imslab/quasipool/internal/harness/scenario"
 	"github.com/imslab/quasipool/internal/topology"
 )
 

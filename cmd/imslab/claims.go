@@ -6,7 +6,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/imslab/quasipool/internal/study"
+	"github.com/imslab/quasipool/internal/analysis/study"
 )
 
 // claims is "imslab claims": the overview of every claim of the given studies (study.ClaimsOverview) on out.

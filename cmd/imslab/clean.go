@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/imslab/quasipool/internal/compose"
-	"github.com/imslab/quasipool/internal/lab"
-	"github.com/imslab/quasipool/internal/netns"
+	"github.com/imslab/quasipool/internal/harness/compose"
+	"github.com/imslab/quasipool/internal/harness/lab"
+	"github.com/imslab/quasipool/internal/harness/netns"
 )
 
 // clean is "imslab clean": it removes what crashed runs left behind, each part printed on a line of its own:

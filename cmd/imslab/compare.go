@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/imslab/quasipool/internal/provenance"
+	"github.com/imslab/quasipool/internal/analysis/provenance"
 	"io"
 	"os"
 	"os/signal"
@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/imslab/quasipool/internal/compare"
-	"github.com/imslab/quasipool/internal/obs"
-	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/analysis/compare"
+	"github.com/imslab/quasipool/internal/harness/scenario"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/topology"
 )
 

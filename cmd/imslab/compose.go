@@ -12,9 +12,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/imslab/quasipool/internal/compose"
-	"github.com/imslab/quasipool/internal/lab"
-	"github.com/imslab/quasipool/internal/obs"
+	"github.com/imslab/quasipool/internal/harness/compose"
+	"github.com/imslab/quasipool/internal/harness/lab"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/topology"
 )
 

@@ -26,14 +26,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/imslab/quasipool/internal/compare"
-	"github.com/imslab/quasipool/internal/compose"
-	"github.com/imslab/quasipool/internal/lab"
-	"github.com/imslab/quasipool/internal/obs"
-	"github.com/imslab/quasipool/internal/report"
-	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/analysis/compare"
+	"github.com/imslab/quasipool/internal/analysis/report"
+	"github.com/imslab/quasipool/internal/harness/compose"
+	"github.com/imslab/quasipool/internal/harness/lab"
+	"github.com/imslab/quasipool/internal/harness/scenario"
+	"github.com/imslab/quasipool/internal/harness/ue"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/topology"
-	"github.com/imslab/quasipool/internal/ue"
 )
 
 const usage = `usage: imslab <command> [flags]
@@ -419,7 +419,7 @@ func rerender(args []string, out, errOut io.Writer) int {
 	return 0
 }
 
-// buildReport writes the run's report (internal/report), with the scenario's expectations, and returns its
+// buildReport writes the run's report (internal/analysis/report), with the scenario's expectations, and returns its
 // summary's metrics.
 func buildReport(runDir string, eval scenario.Evaluator) (scenario.Metrics, error) {
 	s, err := report.Build(runDir, scenario.ReportChecks(eval))

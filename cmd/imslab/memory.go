@@ -17,7 +17,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
-	"github.com/imslab/quasipool/internal/scenario"
+	"github.com/imslab/quasipool/internal/harness/scenario"
 )
 
 // memTarget is one process's resident memory in a run.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/imslab/quasipool/internal/compose"
+	"github.com/imslab/quasipool/internal/harness/compose"
 )
 
 // probe checks that one service answers: the healthcheck of the compose lab (the image has no shell or curl).

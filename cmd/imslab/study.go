@@ -12,11 +12,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/imslab/quasipool/internal/compare"
-	"github.com/imslab/quasipool/internal/lab"
-	"github.com/imslab/quasipool/internal/obs"
-	"github.com/imslab/quasipool/internal/scenario"
-	"github.com/imslab/quasipool/internal/study"
+	"github.com/imslab/quasipool/internal/analysis/compare"
+	"github.com/imslab/quasipool/internal/analysis/study"
+	"github.com/imslab/quasipool/internal/harness/lab"
+	"github.com/imslab/quasipool/internal/harness/scenario"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // runStudy is "imslab study": it returns the exit status (study.ExitOK, ExitRuns, ExitError).

@@ -5,8 +5,8 @@ import (
 	"context"
 	"os"
 
-	"github.com/imslab/quasipool/internal/nfrun"
-	"github.com/imslab/quasipool/internal/pcscf"
+	"github.com/imslab/quasipool/internal/nf/pcscf"
+	"github.com/imslab/quasipool/internal/runtime/nfrun"
 	"github.com/imslab/quasipool/internal/topology"
 )
 

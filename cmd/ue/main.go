@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/imslab/quasipool/internal/obs"
-	"github.com/imslab/quasipool/internal/ue"
+	"github.com/imslab/quasipool/internal/harness/ue"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 func main() {

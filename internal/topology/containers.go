@@ -90,7 +90,7 @@ func (t *Topology) ForContainers(nets Networks) (*Topology, error) {
 
 // ForNamespaces returns a copy of the topology laid out on one network, subnet (an IPv4 /24), with the address
 // plan and standard ports of ForContainers: the local lab's network-namespace mode, where every node runs in its
-// own namespace on a bridge whose gateway .1 is the host (internal/netns). Networks stays nil: one network.
+// own namespace on a bridge whose gateway .1 is the host (internal/harness/netns). Networks stays nil: one network.
 func (t *Topology) ForNamespaces(subnet netip.Prefix) (*Topology, error) {
 	if !subnet.IsValid() || !subnet.Addr().Is4() || subnet.Bits() != 24 || subnet.Masked() != subnet {
 		return nil, fmt.Errorf("topology: namespace subnet %s: want an IPv4 /24", subnet)

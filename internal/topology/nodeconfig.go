@@ -79,7 +79,7 @@ type Peers struct {
 }
 
 // ReplicationConfig is where a pool member pushes its registration state and where it receives its peers'
-// (internal/repl, docs/schemes.md): member-to-member over TCP, on the same port number as the member's SIP/UDP.
+// (internal/runtime/repl, docs/schemes.md): member-to-member over TCP, on the same port number as the member's SIP/UDP.
 // The member accepts replication only from its peers: a connection from a peer's IP, and messages that name a
 // peer (PeerNames[i] is the node at Peers[i]).
 type ReplicationConfig struct {

@@ -328,7 +328,7 @@ type Trace struct {
 	MaxMB int `yaml:"max_mb,omitempty"`
 }
 
-// Overload configures the nodes' overload control (internal/overload); zero values take its defaults.
+// Overload configures the nodes' overload control (internal/runtime/overload); zero values take its defaults.
 type Overload struct {
 	// Off admits everything (the node collapses instead of shedding, as before issue 13).
 	Off bool `yaml:"off,omitempty"`

@@ -18,10 +18,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/imslab/quasipool/internal/cx"
-	"github.com/imslab/quasipool/internal/report"
-	"github.com/imslab/quasipool/internal/sipx/sipxtest"
-	"github.com/imslab/quasipool/internal/ue"
+	"github.com/imslab/quasipool/internal/analysis/report"
+	"github.com/imslab/quasipool/internal/harness/ue"
+	"github.com/imslab/quasipool/internal/proto/cx"
+	"github.com/imslab/quasipool/internal/proto/sipx/sipxtest"
 )
 
 // The attacks 1–6 of the security issue (phones and strangers on the lab network are untrusted), tried against the real lab while a

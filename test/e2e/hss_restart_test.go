@@ -21,7 +21,7 @@ import (
 	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
 
-	"github.com/imslab/quasipool/internal/cx"
+	"github.com/imslab/quasipool/internal/proto/cx"
 )
 
 // freePort returns a loopback address with a port that was free a moment ago.

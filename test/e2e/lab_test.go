@@ -12,8 +12,8 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
 
-	imslab "github.com/imslab/quasipool/internal/lab"
-	"github.com/imslab/quasipool/internal/testutil"
+	imslab "github.com/imslab/quasipool/internal/harness/lab"
+	"github.com/imslab/quasipool/internal/harness/testutil"
 	"github.com/imslab/quasipool/internal/topology"
 )
 

@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/imslab/quasipool/internal/ue"
+	"github.com/imslab/quasipool/internal/harness/ue"
 )
 
 // startPhones runs simulated phones (users from..from+count-1) driven by the test, found through the lab DNS.

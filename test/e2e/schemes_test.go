@@ -10,8 +10,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/imslab/quasipool/internal/harness/ue"
 	"github.com/imslab/quasipool/internal/topology"
-	"github.com/imslab/quasipool/internal/ue"
 )
 
 // withScheme sets the scheme of one pool ("pcscf" or "scscf") in the test topology.

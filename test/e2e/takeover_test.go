@@ -15,7 +15,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/imslab/quasipool/internal/ue"
+	"github.com/imslab/quasipool/internal/harness/ue"
 )
 
 // events reads a node's events file.

@@ -1,0 +1,154 @@
+package scscf
+
+import (
+	"context"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/proto/cx"
+	"github.com/imslab/quasipool/internal/proto/sipx"
+)
+
+// onRequest routes every request but REGISTER, ACK and OPTIONS: in-dialog requests by their Route set, initial
+// requests by originating (Route carries orig) or terminating procedures.
+//
+// Initial requests come from the trust domain only (a P-CSCF by Service-Route, the I-CSCF): the S-CSCF serves
+// and restores users on behalf of the node that asserted their identity, never on a stranger's word. In-dialog
+// requests are relayed only along our own Record-Route (our Route entry popped) or from the trust domain.
+func (n *Node) onRequest(r *sipx.Request) {
+	if r.InDialog() {
+		n.px.InDialog(r)
+		return
+	}
+	if !r.Role.InTrustDomain() {
+		n.px.Refuse(r, "initial_request_from_untrusted")
+		return
+	}
+	if r.Orig() {
+		n.originating(r.Ctx, r, r.Req, r.Out, r.Restore())
+	} else {
+		n.terminating(r.Ctx, r, r.Req, r.Out, r.Restore())
+	}
+}
+
+func (n *Node) recordRoute(out *sip.Request) {
+	out.PrependHeader(&sip.RecordRouteHeader{Address: sipx.RouteURI("", n.cfg.Host)})
+}
+
+// mayRestoreMO reports a sender whose asserted identity may make the S-CSCF take a user over for an originating
+// request: a P-CSCF (Service-Route failed over to us) or the I-CSCF (restore=1 after LIR with UAT 2).
+func mayRestoreMO(role sipx.Role) bool { return role == sipx.RolePCSCF || role == sipx.RoleICSCF }
+
+// mayRestoreMT reports a sender on whose word the S-CSCF takes a user over for a terminating request: only the
+// I-CSCF, which found this S-CSCF through the HSS (LIR).
+func mayRestoreMT(role sipx.Role) bool { return role == sipx.RoleICSCF }
+
+// originating serves a request from a registered user (TS 24.229 §5.4.3.2): identity from P-Asserted-Identity,
+// no application servers in the lab, then on to the callee's home network (its I-CSCF).
+func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.Request, restore bool) {
+	stx := r.Tx
+	served := r.Identity()
+	if served == "" {
+		n.px.Refuse(r, "no_asserted_identity")
+		return
+	}
+	b := n.lookup(served)
+	if b == nil {
+		if !*n.cfg.Restore {
+			// TS 24.229 §5.4.3.2 with restoration not supported: no registration here, the UE must register again.
+			n.rec.Emit("refused", map[string]any{"direction": "mo", "impu": served, "call_id": sipx.CallID(req),
+				"method": string(req.Method), "reason": "not_registered_here"})
+			n.px.RespondRestoration(stx, req, sipx.ReasonNotRegisteredHere)
+			return
+		}
+		if !mayRestoreMO(r.Role) {
+			n.px.Refuse(r, "restore_not_from_pcscf_or_icscf")
+			return
+		}
+		if b = n.restore(ctx, served, "mo", restore); b == nil {
+			n.px.Respond(stx, req, 403, "Forbidden (not registered)")
+			return
+		}
+	}
+	n.recordRoute(out)
+	hop := sipx.SRVHop(n.cfg.ICSCF)
+	if out.Route() != nil {
+		hop = sipx.NextHop(out)
+	}
+	n.px.Finish(stx, req, n.px.Fwd.Forward(ctx, stx, out, hop))
+}
+
+// terminating delivers a request to a registered user: Request-URI = the registered Contact, Route = the Path.
+// The Path names a P-CSCF by host, so its per-host SRV record fails over to a surviving P-CSCF (SPEC §4.2).
+func (n *Node) terminating(ctx context.Context, r *sipx.Request, req, out *sip.Request, restore bool) {
+	stx := r.Tx
+	callee := sipx.AOR(req.Recipient)
+	b := n.lookup(callee)
+	if b == nil {
+		if *n.cfg.Restore && !mayRestoreMT(r.Role) {
+			n.px.Refuse(r, "restore_not_from_icscf")
+			return
+		}
+		if b = n.restore(ctx, callee, "mt", restore); b == nil {
+			n.px.Respond(stx, req, 480, "Temporarily Unavailable")
+			return
+		}
+	}
+	sipx.RemoveHeaders(out, "Route")
+	for i := len(b.Path) - 1; i >= 0; i-- {
+		if u, err := sipx.ParseNameAddr(b.Path[i]); err == nil {
+			sipx.PrependRoute(out, u)
+		}
+	}
+	out.Recipient = b.ContactU
+	n.recordRoute(out)
+	n.px.Finish(stx, req, n.px.Fwd.Forward(ctx, stx, out, sipx.NextHop(out)))
+}
+
+// restore takes over a user this S-CSCF does not know: SAR UNREGISTERED_USER makes the HSS record this S-CSCF
+// and return the SCSCF-Restoration-Info the previous S-CSCF stored at registration (SPEC §4.5, §4.6).
+func (n *Node) restore(ctx context.Context, impu, direction string, marked bool) *binding {
+	if impu == "" || !*n.cfg.Restore {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	start := n.now()
+	saa, err := n.hss.ServerAssignment(cctx, &cx.SAR{PublicIdentities: []string{impu}, ServerName: n.cfg.ServerName(),
+		AssignmentType: cx.SATUnregisteredUser})
+	if err != nil {
+		n.log.Info("restore: sar unregistered user", "impu", impu, "err", err)
+		return nil
+	}
+	if len(saa.Restoration) == 0 || len(saa.Restoration[0].Registrations) == 0 {
+		return nil // not registered anywhere: nothing to take over
+	}
+	r := saa.Restoration[0]
+	ri := r.Registrations[0]
+	cu, err := sipx.ParseNameAddr(ri.Contact)
+	if err != nil {
+		n.log.Warn("restore: stored contact", "impu", impu, "contact", ri.Contact, "err", err)
+		return nil
+	}
+	exp := r.RegistrationTimeOut
+	if exp.IsZero() {
+		exp = n.now().Add(n.cfg.Expires.Default)
+	}
+	if n.now().After(exp) {
+		return nil
+	}
+	b := &binding{IMPI: r.UserName, IMPUs: []string{impu}, Contact: ri.Contact, ContactU: cu, Path: sipx.SplitList(ri.Path),
+		CallID: ri.CallID, CSeq: ri.InitialCSeq, Expires: exp, Restored: true}
+	if ids := publicIdentities(saa.UserData); len(ids) > 0 {
+		b.IMPUs = ids
+		if !contains(ids, impu) {
+			b.IMPUs = append([]string{impu}, ids...)
+		}
+	}
+	n.store(b)
+	n.rec.Emit("takeover", map[string]any{"impu": impu, "impi": b.IMPI, "direction": direction, "restore_marker": marked,
+		"path": ri.Path, "latency_us": n.now().Sub(start).Microseconds()})
+	n.log.Info("user taken over from the HSS restoration info", "impu", impu, "impi", b.IMPI, "direction", direction)
+	return b
+}
