@@ -3,6 +3,8 @@ package main_test
 import (
 	"testing"
 
+	"github.com/imslab/quasipool/internal/testtier"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
@@ -11,8 +13,7 @@ import (
 var bin string
 
 func TestDNSDCommand(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "dnsd command Suite")
+	testtier.RunSpecs(t, "dnsd command Suite")
 }
 
 var _ = SynchronizedBeforeSuite(func() []byte {

@@ -3,11 +3,9 @@ package topology_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestTopology(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Topology Suite")
+	testtier.RunSpecs(t, "Topology Suite")
 }

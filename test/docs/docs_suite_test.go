@@ -5,11 +5,9 @@ package docs_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestDocs(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Docs Suite")
+	testtier.RunSpecs(t, "Docs Suite")
 }

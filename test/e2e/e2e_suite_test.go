@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/imslab/quasipool/internal/testtier"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
@@ -16,8 +18,7 @@ var (
 )
 
 func TestE2E(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "E2E Suite")
+	testtier.RunSpecs(t, "E2E Suite")
 }
 
 var _ = SynchronizedBeforeSuite(func() []byte {

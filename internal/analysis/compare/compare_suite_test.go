@@ -3,11 +3,9 @@ package compare_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestCompare(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "compare Suite")
+	testtier.RunSpecs(t, "compare Suite")
 }

@@ -3,11 +3,9 @@ package report_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestReport(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Report Suite")
+	testtier.RunSpecs(t, "Report Suite")
 }

@@ -3,11 +3,9 @@ package stats_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestStats(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "stats")
+	testtier.RunSpecs(t, "stats")
 }

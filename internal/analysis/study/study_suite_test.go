@@ -3,11 +3,9 @@ package study_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestStudy(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "study Suite")
+	testtier.RunSpecs(t, "study Suite")
 }

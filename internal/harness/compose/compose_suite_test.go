@@ -3,11 +3,9 @@ package compose_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestCompose(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Compose Suite")
+	testtier.RunSpecs(t, "Compose Suite")
 }

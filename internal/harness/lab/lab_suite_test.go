@@ -3,11 +3,9 @@ package lab_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestLab(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Lab Suite")
+	testtier.RunSpecs(t, "Lab Suite")
 }

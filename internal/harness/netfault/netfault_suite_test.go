@@ -4,8 +4,7 @@ import (
 	"os"
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestMain(m *testing.M) {
@@ -16,6 +15,5 @@ func TestMain(m *testing.M) {
 }
 
 func TestNetfault(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Netfault Suite")
+	testtier.RunSpecs(t, "Netfault Suite")
 }

@@ -4,15 +4,15 @@ import (
 	"os"
 	"testing"
 
+	"github.com/imslab/quasipool/internal/testtier"
+
 	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
 
 	"github.com/imslab/quasipool/internal/harness/netns"
 )
 
 func TestNetns(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Netns Suite")
+	testtier.RunSpecs(t, "Netns Suite")
 }
 
 // requireNetns skips the spec when this process cannot build namespaces, or fails it when

@@ -3,11 +3,9 @@ package scenario_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestScenario(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "scenario Suite")
+	testtier.RunSpecs(t, "scenario Suite")
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/imslab/quasipool/internal/testtier"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -15,8 +17,7 @@ import (
 )
 
 func TestSitenet(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "sitenet")
+	testtier.RunSpecs(t, "sitenet")
 }
 
 func twoSites(link topology.Link) *topology.Topology {

@@ -3,11 +3,9 @@ package ue_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestUE(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "UE Suite")
+	testtier.RunSpecs(t, "UE Suite")
 }

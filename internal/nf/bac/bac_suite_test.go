@@ -3,11 +3,9 @@ package bac_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestBAC(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "bac Suite")
+	testtier.RunSpecs(t, "bac Suite")
 }

@@ -3,11 +3,9 @@ package dnsd_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestDNSD(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "DNSD Suite")
+	testtier.RunSpecs(t, "DNSD Suite")
 }

@@ -3,11 +3,9 @@ package hss_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestHSS(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "HSS Suite")
+	testtier.RunSpecs(t, "HSS Suite")
 }

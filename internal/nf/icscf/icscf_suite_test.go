@@ -3,11 +3,9 @@ package icscf_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestIcscf(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "icscf Suite")
+	testtier.RunSpecs(t, "icscf Suite")
 }

@@ -3,11 +3,9 @@ package pcscf_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestPCSCF(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "pcscf Suite")
+	testtier.RunSpecs(t, "pcscf Suite")
 }

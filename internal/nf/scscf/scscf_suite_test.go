@@ -3,11 +3,9 @@ package scscf_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestScscf(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "scscf Suite")
+	testtier.RunSpecs(t, "scscf Suite")
 }

@@ -3,11 +3,9 @@ package cx
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestCx(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Cx Suite")
+	testtier.RunSpecs(t, "Cx Suite")
 }

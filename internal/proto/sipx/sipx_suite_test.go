@@ -3,11 +3,9 @@ package sipx_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestSipx(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "sipx Suite")
+	testtier.RunSpecs(t, "sipx Suite")
 }

@@ -3,11 +3,9 @@ package nfrun_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestNfrun(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "nfrun Suite")
+	testtier.RunSpecs(t, "nfrun Suite")
 }

@@ -3,11 +3,9 @@ package obs_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestObs(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "obs")
+	testtier.RunSpecs(t, "obs")
 }

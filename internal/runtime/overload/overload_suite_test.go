@@ -3,11 +3,9 @@ package overload_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestOverload(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "overload")
+	testtier.RunSpecs(t, "overload")
 }

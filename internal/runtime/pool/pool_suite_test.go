@@ -3,11 +3,9 @@ package pool_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestPool(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Pool Suite")
+	testtier.RunSpecs(t, "Pool Suite")
 }

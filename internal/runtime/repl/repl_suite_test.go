@@ -3,11 +3,9 @@ package repl_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestRepl(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Repl Suite")
+	testtier.RunSpecs(t, "Repl Suite")
 }

@@ -3,11 +3,9 @@ package udpbuf_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestUDPBuf(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "udpbuf")
+	testtier.RunSpecs(t, "udpbuf")
 }

@@ -5,13 +5,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/imslab/quasipool/internal/testtier"
+
 	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
 )
 
 func TestStore(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "HSS store suite")
+	testtier.RunSpecs(t, "HSS store suite")
 }
 
 // newTestLogger logs to GinkgoWriter, which shows the output only for failing specs.
