@@ -300,7 +300,7 @@ func runLabKinds(ctx context.Context, c *benchConfig, root, dir string, rep *ben
 		defer console.Close()
 		o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, RunDir: runDir, KeepGoing: true, RepoDir: root,
 			BinDir: binDir, Progress: 10 * time.Second}, scenario.WithLogger(log), scenario.WithOutput(console),
-			scenario.WithReportBuilder(buildReport))
+			scenario.WithReportBuilder(func(d string, e scenario.Evaluator) (scenario.Metrics, error) { return buildReport(d, e, false) }))
 		if err != nil {
 			return runDir, fmt.Errorf("%w (console %s)", err, console.Name())
 		}
@@ -404,7 +404,7 @@ func benchFailures(rep *benchReport) int {
 	return n
 }
 
-// buildLabBinaries builds the nodes' binaries once (lab.Build into <dir>/bin) for every lab step.
+// buildLabBinaries builds the nodes' binaries once (lab.Build, into the build cache) for every lab step.
 func buildLabBinaries(ctx context.Context, root, dir string) (string, error) {
 	l, err := lab.New(lab.Config{Topology: topology.Default(), RunDir: dir, RepoDir: root})
 	if err != nil {
@@ -414,7 +414,7 @@ func buildLabBinaries(ctx context.Context, root, dir string) (string, error) {
 	if err := l.Build(ctx); err != nil {
 		return "", err
 	}
-	return filepath.Join(dir, "bin"), nil
+	return l.BinDir(), nil
 }
 
 // checkBinDir fails when a prebuilt binary directory lacks a node of the default lab (the lab would otherwise
@@ -579,7 +579,7 @@ type cpuSpan struct {
 // sampled target's first and last sample in the window (none when the file cannot be read).
 func cpuSpans(runDir string, from, to int64) map[string]*cpuSpan {
 	spans := map[string]*cpuSpan{}
-	f, err := os.Open(filepath.Join(runDir, "events", "lab.jsonl"))
+	f, err := report.OpenEvents(runDir, "lab")
 	if err != nil {
 		return spans
 	}

@@ -300,6 +300,7 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	logFormat := fs.String("log-format", "", "text or json (the runner's and lab's own log, on stderr)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	useNetns := fs.Bool("netns", false, "local backend: every node in its own network namespace with its own address (root, Linux)")
+	keepRaw := fs.Bool("keep-raw", false, "keep the nodes' own event files (events/) and trace segments (trace/) beside the merged events.jsonl and trace.pcapng.gz")
 	repeat := fs.Int("repeat", 1, "run the scenario this many times with the seeds seed, seed+1, … into <out>/rep<k>/ and write "+
 		"<out>/repeat.json and repeat.md (statistics over the runs, docs/compare.md)")
 	phones := fs.Int("phones", 0, "override the scenario's traffic.phones (0 = the file's), e.g. to scale a storm scenario")
@@ -348,7 +349,10 @@ func runScenario(args []string, out, errOut io.Writer) int {
 	case *repeat > 1:
 		return runRepeated(ctx, rc, *repeat, log, out, errOut)
 	}
-	o, err := scenario.Run(ctx, rc, scenario.WithLogger(log), scenario.WithOutput(out), scenario.WithReportBuilder(buildReport))
+	build := func(runDir string, eval scenario.Evaluator) (scenario.Metrics, error) {
+		return buildReport(runDir, eval, *keepRaw)
+	}
+	o, err := scenario.Run(ctx, rc, scenario.WithLogger(log), scenario.WithOutput(out), scenario.WithReportBuilder(build))
 	if err != nil {
 		fmt.Fprintln(errOut, "imslab run:", err)
 		if o != nil {
@@ -383,11 +387,18 @@ func runRepeated(ctx context.Context, rc scenario.RunConfig, k int, log *slog.Lo
 
 // rerender rebuilds the report of a run directory from its data and checks its expectations again.
 func rerender(args []string, out, errOut io.Writer) int {
-	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(errOut, "usage: imslab report <run-dir>")
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	pcap := fs.Bool("pcap", false, "also write trace.pcap: every message once, as Ethernet frames (derived from trace.pcapng.gz)")
+	keepRaw := fs.Bool("keep-raw", false, "keep the nodes' own event files and trace segments when the run still has them")
+	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	dir := args[0]
+	if fs.NArg() != 1 {
+		fmt.Fprintln(errOut, "usage: imslab report [--pcap] [--keep-raw] <run-dir>")
+		return 2
+	}
+	dir := fs.Arg(0)
 	// A run of imslab up has no scenario.json and no expectations.
 	var sc struct {
 		Expectations []scenario.Expectation `json:"expectations"`
@@ -403,7 +414,14 @@ func rerender(args []string, out, errOut io.Writer) int {
 		results = scenario.Evaluate(sc.Expectations, m)
 		return results
 	}
-	s, err := report.Build(dir, scenario.ReportChecks(eval))
+	opts := []report.Option{scenario.ReportChecks(eval)}
+	if *pcap {
+		opts = append(opts, report.WithPcap())
+	}
+	if *keepRaw {
+		opts = append(opts, report.KeepRaw())
+	}
+	s, err := report.Build(dir, opts...)
 	if err != nil {
 		fmt.Fprintln(errOut, "imslab report:", err)
 		return 2
@@ -421,8 +439,12 @@ func rerender(args []string, out, errOut io.Writer) int {
 
 // buildReport writes the run's report (internal/analysis/report), with the scenario's expectations, and returns its
 // summary's metrics.
-func buildReport(runDir string, eval scenario.Evaluator) (scenario.Metrics, error) {
-	s, err := report.Build(runDir, scenario.ReportChecks(eval))
+func buildReport(runDir string, eval scenario.Evaluator, keepRaw bool) (scenario.Metrics, error) {
+	opts := []report.Option{scenario.ReportChecks(eval)}
+	if keepRaw {
+		opts = append(opts, report.KeepRaw())
+	}
+	s, err := report.Build(runDir, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/imslab/quasipool/internal/analysis/report"
 	"github.com/imslab/quasipool/internal/harness/scenario"
 )
 
@@ -117,7 +118,7 @@ func readMemoryPoint(dir string) (*memoryPoint, error) {
 	if end == 0 {
 		end = math.MaxInt64
 	}
-	f, err := os.Open(filepath.Join(dir, "events", "lab.jsonl"))
+	f, err := report.OpenEvents(dir, "lab")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}

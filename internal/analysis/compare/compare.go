@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/imslab/quasipool/internal/analysis/provenance"
@@ -48,8 +49,10 @@ func LabRunner(base scenario.RunConfig, opts ...scenario.RunOption) RunFunc {
 		o, err := scenario.Run(ctx, cfg, append(append([]scenario.RunOption(nil), opts...),
 			scenario.WithReportBuilder(build))...)
 		if binDir == "" && err == nil {
-			if st, serr := os.Stat(filepath.Join(runDir, "bin", "pcscf")); serr == nil && st.Mode()&0o111 != 0 {
-				binDir, _ = filepath.Abs(filepath.Join(runDir, "bin"))
+			// The next runs use the binaries this one built (lab's build cache, named in binaries.json).
+			if b, berr := lab.ReadBinaries(runDir); berr == nil && b.Dir != "" && slices.ContainsFunc(b.Binaries,
+				func(x provenance.Binary) bool { return x.Name == "pcscf" }) {
+				binDir = b.Dir
 			}
 		}
 		return o, sum, err

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // FileEvents is every node's events merged into one file in time order (one time base: t_ns).
@@ -17,6 +19,9 @@ func writeMergedEvents(runDir string) (int, error) {
 	files, err := filepath.Glob(filepath.Join(runDir, "events", "*.jsonl"))
 	if err != nil {
 		return 0, fmt.Errorf("report: %w", err)
+	}
+	if len(files) == 0 {
+		return 0, nil // nothing to merge (or a compacted run: events.jsonl is the merge)
 	}
 	type line struct {
 		t   int64
@@ -56,4 +61,49 @@ func writeMergedEvents(runDir string) (int, error) {
 		return 0, fmt.Errorf("report: %w", err)
 	}
 	return len(all), out.Close()
+}
+
+// compact removes what the merged files replace: events/*.jsonl (in events.jsonl, verbatim) and trace/*.pcapng
+// (in trace.pcapng.gz, byte for byte). A directory left empty is removed.
+func compact(runDir string) error {
+	if fileExists(filepath.Join(runDir, FileEvents)) {
+		if err := removeGlob(filepath.Join(runDir, "events", "*.jsonl")); err != nil {
+			return err
+		}
+	}
+	if fileExists(filepath.Join(runDir, obs.TraceFile)) {
+		if err := removeGlob(filepath.Join(runDir, "trace", "*.pcapng")); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{"events", "trace"} {
+		_ = os.Remove(filepath.Join(runDir, d)) // only when empty
+	}
+	return nil
+}
+
+func removeGlob(pattern string) error {
+	paths, err := filepath.Glob(pattern)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	for _, p := range paths {
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+	}
+	return nil
+}
+
+// OpenEvents opens the events of one node of a run: events/<node>.jsonl while the run has its per-node files,
+// else the merged events.jsonl (every node's lines: filter on the node or the kind).
+func OpenEvents(runDir, node string) (*os.File, error) {
+	f, err := os.Open(filepath.Join(runDir, "events", node+".jsonl"))
+	if err == nil {
+		return f, nil
+	}
+	if f, err2 := os.Open(filepath.Join(runDir, FileEvents)); err2 == nil {
+		return f, nil
+	}
+	return nil, fmt.Errorf("report: %w", err)
 }

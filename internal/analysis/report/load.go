@@ -216,6 +216,11 @@ func loadRun(dir string) (*run, error) {
 	if err := readDir(filepath.Join(dir, "events"), &r.events, &r.warnings); err != nil {
 		return nil, err
 	}
+	if len(r.events) == 0 { // a compacted run keeps only the merged events (Build)
+		if err := readJSONL(filepath.Join(dir, FileEvents), &r.events, &r.warnings); err != nil {
+			return nil, err
+		}
+	}
 	if err := readDir(filepath.Join(dir, "trace"), &r.trace, &r.warnings); err != nil { // older runs: JSON lines
 		return nil, err
 	}
@@ -376,6 +381,16 @@ func (r *run) readTrace(dir string) error {
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	if merged := filepath.Join(filepath.Dir(dir), obs.TraceFile); len(lines) == 0 && fileExists(merged) {
+		// A compacted run: the segments were merged into one file (Build).
+		var skipped int
+		if lines, wrapped, skipped, err = obs.ReadTraceFile(merged); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		if skipped > 0 {
+			warnings = append(warnings, fmt.Sprintf("%s: %d packets not decoded", obs.TraceFile, skipped))
+		}
+	}
 	for _, l := range lines {
 		r.trace = append(r.trace, traceLine(l))
 	}
@@ -386,4 +401,9 @@ func (r *run) readTrace(dir string) error {
 	}
 	r.warnings = append(r.warnings, warnings...)
 	return nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
 }

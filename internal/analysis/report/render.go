@@ -124,7 +124,7 @@ func kpiRows(s *Summary) []kpiRow {
 		}
 		rows = append(rows, kpiRow{"Cx " + c, v})
 	}
-	rows = append(rows, kpiRow{"messages in trace.pcap (SIP / Diameter)", fmt.Sprintf("%d / %d", s.Pcap.SIP, s.Pcap.Diameter)})
+	rows = append(rows, kpiRow{"messages in the trace (SIP / Diameter)", fmt.Sprintf("%d / %d", s.Pcap.SIP, s.Pcap.Diameter)})
 	return rows
 }
 

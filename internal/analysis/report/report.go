@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // Output files, relative to the run directory.
@@ -42,15 +44,28 @@ type Check struct {
 type Option func(*options)
 
 type options struct {
-	checks func(*Summary) []Check
+	checks  func(*Summary) []Check
+	keepRaw bool
+	pcap    bool
 }
+
+// KeepRaw keeps the nodes' own event files (events/) and trace segments (trace/) beside the merged events.jsonl
+// and trace.pcapng.gz. By default Build removes them once merged: the merged files hold everything they held
+// (events verbatim; every packet with its node and direction), and Build reads them back on a rebuild.
+func KeepRaw() Option { return func(o *options) { o.keepRaw = true } }
+
+// WithPcap also writes trace.pcap: every message once (the receiver's copy dropped), as Ethernet frames, for tools
+// that prefer one capture point per message. It is derived from the trace, so it is not written by default.
+func WithPcap() Option { return func(o *options) { o.pcap = true } }
 
 // WithChecks lists the run's expectations in report.md and report.html, evaluated by fn against the summary
 // before the report is written (`imslab run` and `imslab report` pass the scenario's).
 func WithChecks(fn func(*Summary) []Check) Option { return func(o *options) { o.checks = fn } }
 
 // Build reads a finished run directory and writes summary.json, calls.csv, report.md, report.html
-// (self-contained: inline SVG), plots (SVG files), trace.pcap into it, and returns the summary.
+// (self-contained: inline SVG), plots (SVG and PNG files), events.jsonl and trace.pcapng.gz (every node's events
+// and trace segments merged) into it, removes the per-node files the merged ones replace (unless KeepRaw), and
+// returns the summary. Build on a run it has built before reads the merged files and gives the same report.
 func Build(runDir string, opts ...Option) (*Summary, error) {
 	var o options
 	for _, opt := range opts {
@@ -92,17 +107,34 @@ func Build(runDir string, opts ...Option) (*Summary, error) {
 
 	if n, err := writeMergedEvents(runDir); err != nil {
 		return nil, err
-	} else if n > 0 {
+	} else if n > 0 || fileExists(filepath.Join(runDir, FileEvents)) {
 		add(FileEvents)
 	}
 
-	if len(msgs) > 0 {
-		n, err := writePcap(filepath.Join(runDir, FilePcap), msgs)
-		if err != nil {
+	// The trace: the nodes' segments merged into one compressed pcapng (or, on a rebuild, the merged file that
+	// is already there).
+	n, warns, err := obs.MergeTrace(filepath.Join(runDir, "trace"), filepath.Join(runDir, obs.TraceFile))
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	_ = warns // the same torn segments loadRun already warned about
+	if n > 0 || fileExists(filepath.Join(runDir, obs.TraceFile)) {
+		if n == 0 {
+			n = len(r.trace)
+		}
+		s.Pcap.File, s.Pcap.Packets = obs.TraceFile, n
+		add(obs.TraceFile)
+	}
+	if o.pcap && len(msgs) > 0 {
+		if _, err := writePcap(filepath.Join(runDir, FilePcap), msgs); err != nil {
 			return nil, err
 		}
-		s.Pcap.File, s.Pcap.Packets = FilePcap, n
 		add(FilePcap)
+	}
+	if !o.keepRaw {
+		if err := compact(runDir); err != nil {
+			return nil, err
+		}
 	}
 
 	// Ladders.

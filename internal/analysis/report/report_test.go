@@ -160,8 +160,29 @@ var _ = Describe("Build", Label("unit"), func() {
 			dir = GinkgoT().TempDir()
 			pcscfKill(dir)
 			var err error
-			s, err = report.Build(dir)
+			s, err = report.Build(dir, report.WithPcap())
 			Expect(err).NotTo(HaveOccurred())
+		})
+
+		It("keeps one copy of the events, and a rebuild from it gives the same summary", func() {
+			Expect(filepath.Join(dir, "events.jsonl")).To(BeAnExistingFile())
+			Expect(filepath.Join(dir, "events")).NotTo(BeADirectory(), "the per-node files are merged away")
+			// The same summary but for the warnings: the torn line of bac.jsonl the first build warned about
+			// was left out of the merge.
+			read := func() map[string]any {
+				var m map[string]any
+				b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(json.Unmarshal(b, &m)).To(Succeed())
+				Expect(m["warnings"]).To(Or(BeNil(), ContainElement(ContainSubstring("bac.jsonl"))))
+				delete(m, "warnings")
+				return m
+			}
+			first := read()
+			again, err := report.Build(dir, report.WithPcap())
+			Expect(err).NotTo(HaveOccurred())
+			Expect(again.Files).To(Equal(s.Files))
+			Expect(read()).To(Equal(first))
 		})
 
 		It("describes the run and its fault at the lab's fault time", func() {

@@ -44,13 +44,17 @@ var (
 type Config struct {
 	// Topology is the topology to run (required).
 	Topology *topology.Topology
-	// RunDir receives binaries, configurations, logs, events and data (required; created if missing).
+	// RunDir receives configurations, logs, events, data and the record of the binaries that ran
+	// (binaries.json; required; created if missing).
 	RunDir string
-	// RepoDir is the module root: the lab builds ./cmd/<kind> there. Empty: found from the working directory.
+	// RepoDir is the module root: the lab builds ./cmd/<kind> there, into the build cache (CacheDir), one
+	// directory per distinct build. Empty: found from the working directory.
 	RepoDir string
 	// BinDir holds prebuilt binaries named after the kinds; when set nothing is built and a node runs if its
 	// binary exists there.
 	BinDir string
+	// Race builds the nodes with the race detector (when the lab builds them).
+	Race bool
 	// Only restricts the run to these nodes (names). Empty: every node whose command exists.
 	Only []string
 	// ReadyTimeout bounds the wait for one node to become ready (default 30s).
@@ -202,7 +206,7 @@ func New(cfg Config, opts ...Option) (*Lab, error) {
 	} else if cfg.BinDir, err = filepath.Abs(cfg.BinDir); err != nil {
 		return nil, fmt.Errorf("lab: bin dir: %w", err)
 	}
-	for _, d := range []string{"", "bin", "config", "logs", "events", "trace", "data"} {
+	for _, d := range []string{"", "config", "logs", "events", "trace", "data"} {
 		if err := os.MkdirAll(filepath.Join(cfg.RunDir, d), 0o755); err != nil {
 			return nil, fmt.Errorf("lab: run dir: %w", err)
 		}
@@ -223,15 +227,11 @@ func New(cfg Config, opts ...Option) (*Lab, error) {
 		}
 		cfg = l.cfg
 	}
-	binDir := cfg.BinDir
-	if binDir == "" {
-		binDir = filepath.Join(cfg.RunDir, "bin")
-	}
 	for _, tn := range startOrder(cfg.Topology.Nodes()) {
 		n := &node{
 			Node:     tn,
 			selected: len(cfg.Only) == 0 || slices.Contains(cfg.Only, tn.Name),
-			bin:      filepath.Join(binDir, string(tn.Kind)),
+			bin:      filepath.Join(cfg.BinDir, string(tn.Kind)), // set by Build when the lab builds
 			config:   filepath.Join(cfg.RunDir, "config", tn.Name+".yaml"),
 			logPath:  filepath.Join(cfg.RunDir, "logs", tn.Name+".log"),
 		}

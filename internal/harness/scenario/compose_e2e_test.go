@@ -63,10 +63,13 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 		Expect(out.String()).To(ContainSubstring("compose backend"))
 
 		// The same run directory as the local backend.
-		for _, f := range []string{"summary.json", "calls.csv", "events.jsonl", "report.md", "report.html", "trace.pcap",
-			"scenario.json", "records.jsonl", "logs/pcscf2.log", "events/lab.jsonl", "trace/bac.001.pcapng"} {
+		for _, f := range []string{"summary.json", "calls.csv", "events.jsonl", "report.md", "report.html",
+			"trace.pcapng.gz", "scenario.json", "records.jsonl", "logs/pcscf2.log"} {
 			Expect(filepath.Join(dir, f)).To(BeAnExistingFile())
 		}
+		// One copy of the events and of the trace: the per-node files are merged away.
+		Expect(filepath.Join(dir, "events", "lab.jsonl")).NotTo(BeAnExistingFile())
+		Expect(filepath.Join(dir, "trace", "bac.001.pcapng")).NotTo(BeAnExistingFile())
 		b, err := os.ReadFile(filepath.Join(dir, "scenario.json"))
 		Expect(err).NotTo(HaveOccurred())
 		var sj struct{ Backend string }
