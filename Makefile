@@ -1,10 +1,27 @@
 # Convenience targets; every one is a plain go or docker command you can run yourself.
 IMAGE ?= imslab/quasipool:latest
 
-.PHONY: test lab-image compose compose-check up down scenario bench results
+.PHONY: test test-fast test-lab test-full lab-image compose compose-check up down scenario bench results
 
-test:            ## the test suite (what .ci/run runs)
-	go test -race -p 1 ./...
+# The packages that hold lab specs (labels e2e, netns, docker, cgroup: internal/testtier).
+LAB_PKGS = $(shell grep -rlE --include='*_test.go' 'Label\([^)]*"(e2e|netns|docker|cgroup)"' . | xargs -n1 dirname | sort -u)
+# tier NAME CMD: run CMD and print the tier's time, keeping CMD's exit status.
+tier = start=$$(date +%s); $(2); rc=$$?; echo "tier $(1): $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
+
+test:            ## what CI runs: the in-process tier, then the lab tier, each with its time
+	@$(MAKE) --no-print-directory test-fast
+	@$(MAKE) --no-print-directory test-lab
+
+test-fast:       ## in-process tier: unit and integration specs (fake peers) with -race, packages in parallel
+	@$(call tier,fast,go test -race -count=1 -timeout 20m ./...)
+
+test-lab:        ## lab tier: real labs (local, namespaces, compose) one package at a time, nodes built once
+	@$(call tier,lab,bin=$$(go run ./cmd/imslab build) && race=$$(go run ./cmd/imslab build --race) && \
+	  IMSLAB_TIER=lab IMSLAB_BIN_DIR=$$bin IMSLAB_RACE_BIN_DIR=$$race go test -count=1 -p 1 -timeout 40m $(LAB_PKGS))
+
+test-full:       ## every spec: the whole matrix of scenarios and backends, comparisons, the quick study, bench smoke, docs
+	@$(call tier,full,bin=$$(go run ./cmd/imslab build) && race=$$(go run ./cmd/imslab build --race) && \
+	  IMSLAB_TIER=full IMSLAB_BIN_DIR=$$bin IMSLAB_RACE_BIN_DIR=$$race go test -count=1 -p 1 -timeout 150m ./...)
 
 lab-image:       ## the lab image from static binaries built here, FROM scratch: works offline
 	go run ./cmd/imslab image --tag $(IMAGE)

@@ -49,8 +49,11 @@ commands:
   compose  generate docker-compose.yml and deploy/compose/ from the topology (--check: verify they are current)
   image    build the lab image imslab/quasipool from static binaries, offline (make lab-image)
   probe    sip|dns|tcp <ip:port>: check that a service answers (the compose lab's healthcheck)
-  report <run-dir>   build the report of a run directory again from its data (summary.json, calls.csv,
-        events.jsonl, report.md/html, plots, trace.pcap) and check the scenario's expectations again
+  report [--pcap] <run-dir>   build the report of a run directory again from its data (summary.json, calls.csv,
+        events.jsonl, report.md/html, plots, trace.pcapng.gz; --pcap adds trace.pcap) and check the scenario's
+        expectations again
+  build [--race]   build every command once into the build cache (one directory per distinct build, shared
+        by runs) and print that directory (make test-lab runs the lab specs on it)
   compare <scenario> --schemes quasi-pool,load-sharing,n-plus-1   run the scenario under each protection
         scheme (same traffic and seed) and write the measured Table 1 with plots (docs/compare.md)
   sweep <scenario> --param pool_size=2,3,4 [--schemes …]   one run per parameter combination and scheme;
@@ -87,6 +90,8 @@ func main() {
 		code := runScenario(os.Args[2:], os.Stdout, os.Stderr)
 		stopProfile()
 		os.Exit(code)
+	case "build":
+		os.Exit(buildCmd(os.Args[2:], os.Stdout, os.Stderr))
 	case "report":
 		os.Exit(rerender(os.Args[2:], os.Stdout, os.Stderr))
 	case "compare":

@@ -26,7 +26,7 @@ var _ = Describe("docs/results.md", Label("unit"), func() {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	Expect(err).NotTo(HaveOccurred())
 
-	It("is what the committed runs give: `make results` on a copy of docs/ changes nothing but the provenance lines",
+	It("is what the committed runs give: `make results` on a copy of docs/ changes nothing but the provenance lines", Label("full"),
 		func() {
 			if _, err := exec.LookPath("jq"); err != nil {
 				Skip("jq is not installed (scripts/results-md.sh reads the example runs' seeds with it)")

@@ -2,41 +2,41 @@
 package e2e_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/imslab/quasipool/internal/harness/testutil"
 	"github.com/imslab/quasipool/internal/testtier"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"github.com/onsi/gomega/gexec"
 )
 
 var (
-	hssBin   string
-	binaries = map[string]string{}
+	hssBin string
+	// binaries and raceBinaries map a command to its binary, built once per test run (testutil.BinDir);
+	// raceBinaries were built with the race detector (the smoke lab under real concurrency).
+	binaries     = map[string]string{}
+	raceBinaries = map[string]string{}
 )
 
 func TestE2E(t *testing.T) {
 	testtier.RunSpecs(t, "E2E Suite")
 }
 
-var _ = SynchronizedBeforeSuite(func() []byte {
-	var out []string
-	for _, name := range []string{"hss", "dnsd", "bac", "pcscf", "icscf", "scscf"} {
-		bin, err := gexec.Build("github.com/imslab/quasipool/cmd/" + name)
-		Expect(err).NotTo(HaveOccurred())
-		out = append(out, name+"="+bin)
-	}
-	return []byte(strings.Join(out, "\n"))
+var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
+	dir, err := testutil.BinDir(ctx, false)
+	Expect(err).NotTo(HaveOccurred())
+	race, err := testutil.BinDir(ctx, true)
+	Expect(err).NotTo(HaveOccurred())
+	return []byte(dir + "\n" + race)
 }, func(data []byte) {
-	for _, line := range strings.Split(string(data), "\n") {
-		name, bin, _ := strings.Cut(line, "=")
-		binaries[name] = bin
+	dir, race, _ := strings.Cut(string(data), "\n")
+	for _, name := range []string{"hss", "dnsd", "bac", "pcscf", "icscf", "scscf"} {
+		binaries[name] = filepath.Join(dir, name)
+		raceBinaries[name] = filepath.Join(race, name)
 	}
 	hssBin = binaries["hss"]
-})
-
-var _ = SynchronizedAfterSuite(func() {}, func() {
-	gexec.CleanupBuildArtifacts()
-})
+}, NodeTimeout(10*time.Minute))

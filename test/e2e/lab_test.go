@@ -42,6 +42,8 @@ type lab struct {
 	dir   string
 	topo  *topology.Topology
 	procs map[string]*gexec.Session
+	// race runs the nodes built with the race detector; the lab fails the spec when a node reports a race.
+	race bool
 }
 
 func (l *lab) start(name string) {
@@ -57,9 +59,9 @@ func (l *lab) start(name string) {
 		path = filepath.Join(l.dir, "config", name+"-hss.yaml")
 		Expect(os.WriteFile(path, b, 0o644)).To(Succeed())
 		hssTokens.Store(cfg.HSS.HTTPListen, filepath.Join(cfg.HSS.DataDir, "api-token"))
-		cmd = exec.Command(binaries["hss"], "--config", path)
+		cmd = exec.Command(l.bin("hss"), "--config", path)
 	default:
-		cmd = exec.Command(binaries[string(cfg.Kind)], "--config", path)
+		cmd = exec.Command(l.bin(string(cfg.Kind)), "--config", path)
 	}
 	logf, err := os.Create(filepath.Join(l.dir, "logs", name+".log"))
 	Expect(err).NotTo(HaveOccurred())
@@ -70,6 +72,26 @@ func (l *lab) start(name string) {
 		b, _ := os.ReadFile(filepath.Join(l.dir, "logs", name+".log"))
 		return string(b)
 	}, 20*time.Second, 50*time.Millisecond).Should(Or(ContainSubstring(" ready"), ContainSubstring("msg=\"hss ready\"")), "node %s did not become ready", name)
+}
+
+func (l *lab) bin(kind string) string {
+	if l.race {
+		return raceBinaries[kind]
+	}
+	return binaries[kind]
+}
+
+// races returns the data races the nodes reported in their logs (race-detector builds print them as they happen).
+func (l *lab) races() map[string]string {
+	found := map[string]string{}
+	logs, _ := filepath.Glob(filepath.Join(l.dir, "logs", "*.log"))
+	for _, p := range logs {
+		b, _ := os.ReadFile(p)
+		if i := strings.Index(string(b), "WARNING: DATA RACE"); i >= 0 {
+			found[filepath.Base(p)] = string(b[i:min(len(b), i+4000)])
+		}
+	}
+	return found
 }
 
 func (l *lab) stop(name string) {
@@ -105,6 +127,16 @@ func (l *lab) icscf() string       { return l.port(20) }
 // startLab runs every node of the topology; the lab is stopped when the spec ends. edits change the topology
 // document first (e.g. a pool's scheme).
 func startLab(edits ...func(doc string) string) *lab {
+	return startLabOf(false, edits...)
+}
+
+// startRaceLab is startLab with every node built with the race detector: the spec fails when a node reports a
+// data race.
+func startRaceLab(edits ...func(doc string) string) *lab {
+	return startLabOf(true, edits...)
+}
+
+func startLabOf(race bool, edits ...func(doc string) string) *lab {
 	base, err := testutil.FreeBlock(30)
 	Expect(err).NotTo(HaveOccurred())
 	dir := GinkgoT().TempDir()
@@ -119,7 +151,12 @@ func startLab(edits ...func(doc string) string) *lab {
 	}
 	Expect(topo.WriteFile(filepath.Join(dir, "topology.yaml"))).To(Succeed())
 	Expect(topo.WriteNodeConfigs(filepath.Join(dir, "config"), topology.InRunDir(dir))).To(Succeed())
-	l := &lab{base: base, dir: dir, topo: topo, procs: map[string]*gexec.Session{}}
+	l := &lab{base: base, dir: dir, topo: topo, procs: map[string]*gexec.Session{}, race: race}
+	if race {
+		DeferCleanup(func() {
+			Expect(l.races()).To(BeEmpty(), "data races reported by the nodes")
+		})
+	}
 	DeferCleanup(func() {
 		if CurrentSpecReport().Failed() {
 			for name := range l.procs {

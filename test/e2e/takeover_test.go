@@ -66,7 +66,8 @@ var _ = Describe("Quasi-pool takeover", Label("e2e"), Ordered, func() {
 		hssHTTP string
 	)
 	BeforeAll(func() {
-		l = startLab()
+		// The smoke lab under real concurrency: nodes built with the race detector.
+		l = startRaceLab()
 		hssHTTP = l.hssHTTP()
 		phones = startPhones(l.dns(), 1, 6, 50*time.Millisecond, 0)
 		for i := 1; i <= 6; i++ {

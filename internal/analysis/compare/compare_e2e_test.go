@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -22,7 +21,7 @@ import (
 // A shortened real comparison: compare-pcscf-kill with 12 phones for 16 s (the kill at 6 s), quasi-pool against
 // load-sharing, on a free block of ports. The registration period stays long, so no affected user re-registers on
 // its own during the run: quasi-pool must serve them all anyway, load-sharing none before they re-register.
-var _ = Describe("a real comparison", Label("e2e"), Ordered, func() {
+var _ = Describe("a real comparison", Label("e2e", "full"), Ordered, func() {
 	var (
 		dir string
 		res *compare.Result
@@ -33,12 +32,8 @@ var _ = Describe("a real comparison", Label("e2e"), Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		repo, err := lab.FindRepo(wd)
 		Expect(err).NotTo(HaveOccurred())
-		bin := GinkgoT().TempDir()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator),
-			"./cmd/dnsd", "./cmd/hss", "./cmd/bac", "./cmd/pcscf", "./cmd/icscf", "./cmd/scscf")
-		cmd.Dir = repo
-		out, err := cmd.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
+		bin, err := testutil.BinDir(ctx, false) // built once per test run
+		Expect(err).NotTo(HaveOccurred())
 
 		sc, err := scenario.Load(filepath.Join(repo, "scenarios", "compare-pcscf-kill.yaml"))
 		Expect(err).NotTo(HaveOccurred())

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/imslab/quasipool/internal/analysis/compare"
 	"github.com/imslab/quasipool/internal/analysis/report"
-	"github.com/imslab/quasipool/internal/harness/lab"
 	"github.com/imslab/quasipool/internal/harness/scenario"
 	"github.com/imslab/quasipool/internal/harness/testutil"
 )
@@ -24,19 +22,11 @@ import (
 // A real comparison repeated twice, with the victim and the instant of the kill drawn from the seed: every
 // random choice comes from the run's seed, so the two schemes of one repetition lose the same P-CSCF at the
 // same instant and the same users; the repetitions are aggregated with n and a CI.
-var _ = Describe("a real repeated comparison with a random victim", Label("e2e"), func() {
+var _ = Describe("a real repeated comparison with a random victim", Label("e2e", "full"), func() {
 	It("hits the same victim and users in every scheme of a repetition and aggregates the repetitions",
 		SpecTimeout(8*time.Minute), func(ctx SpecContext) {
-			wd, err := os.Getwd()
+			bin, err := testutil.BinDir(ctx, false) // built once per test run
 			Expect(err).NotTo(HaveOccurred())
-			repo, err := lab.FindRepo(wd)
-			Expect(err).NotTo(HaveOccurred())
-			bin := GinkgoT().TempDir()
-			cmd := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator),
-				"./cmd/dnsd", "./cmd/hss", "./cmd/bac", "./cmd/pcscf", "./cmd/icscf", "./cmd/scscf")
-			cmd.Dir = repo
-			out, err := cmd.CombinedOutput()
-			Expect(err).NotTo(HaveOccurred(), string(out))
 
 			base, err := testutil.FreeBlock(11)
 			Expect(err).NotTo(HaveOccurred())

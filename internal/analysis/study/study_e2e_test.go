@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -23,19 +22,15 @@ import (
 // The shipped quick study (studies/quick.yaml --quick: a random P-CSCF killed, quasi-pool against load sharing
 // whose phones ignore the 504, two repetitions each) run for real, on a free block of ports so that it does not
 // collide with other labs on the machine; then resumed, which runs nothing.
-var _ = Describe("the quick study, for real", Label("e2e"), func() {
+var _ = Describe("the quick study, for real", Label("e2e", "full"), func() {
 	It("writes study.json with n and a CI for every aggregate and the provenance, and resumes without running again",
 		SpecTimeout(6*time.Minute), func(ctx SpecContext) {
 			wd, err := os.Getwd()
 			Expect(err).NotTo(HaveOccurred())
 			repo, err := lab.FindRepo(wd)
 			Expect(err).NotTo(HaveOccurred())
-			bin := GinkgoT().TempDir()
-			cmd := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator),
-				"./cmd/dnsd", "./cmd/hss", "./cmd/bac", "./cmd/pcscf", "./cmd/icscf", "./cmd/scscf")
-			cmd.Dir = repo
-			out, err := cmd.CombinedOutput()
-			Expect(err).NotTo(HaveOccurred(), string(out))
+			bin, err := testutil.BinDir(ctx, false) // built once per test run
+			Expect(err).NotTo(HaveOccurred())
 
 			sf, err := study.Load(filepath.Join(repo, "studies", "quick.yaml"))
 			Expect(err).NotTo(HaveOccurred())

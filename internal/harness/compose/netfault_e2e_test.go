@@ -41,7 +41,7 @@ type peerState struct {
 	Reason string `json:"reason"`
 }
 
-var _ = Describe("network faults in the containers' namespaces", Label("e2e", "docker", "netfault"), Ordered, func() {
+var _ = Describe("network faults in the containers' namespaces", Label("e2e", "docker", "netfault", "full"), Ordered, func() {
 	var (
 		l       *compose.Lab
 		eng     *compose.Engine

@@ -49,7 +49,7 @@ func (s rttStats) String() string {
 // cores the kernel's scheduler still adds its latency to every delay. The
 // timing specs may run twice (the project's rule: a timing failure under load
 // is rerun once).
-var _ = Describe("the NFQUEUE delay line", Label("netns"), func() {
+var _ = Describe("the NFQUEUE delay line", Label("netns", "full"), func() {
 	var (
 		p     *pair
 		pathA string

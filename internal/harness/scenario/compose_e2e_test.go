@@ -100,7 +100,7 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 	}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
 
 	It("runs partition-bac-pcscf against containers: the partition entered into pcscf1's container, the same expectations",
-		func(ctx SpecContext) {
+		Label("full"), func(ctx SpecContext) {
 			dir, _ := runCompose(ctx, "partition-bac-pcscf", func(sc *scenario.Scenario) { shorten(sc, freeBlock(12)) })
 
 			// Seen by the BAC, not the injector: its probes to pcscf1 timed out while pcscf1 kept running.
@@ -113,7 +113,7 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 		}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
 
 	It("runs wan-latency against containers: the site link's delay and loss entered into every container's namespace",
-		func(ctx SpecContext) {
+		Label("full"), func(ctx SpecContext) {
 			dir, sc := runCompose(ctx, "wan-latency", func(sc *scenario.Scenario) {
 				// 30 s, the kill at 10 s, as the namespace spec, and a quarter of its load: 20 phones, a probe call each
 				// every 2 s. With 40 phones every second, on this 2-core machine, the containers, the engine's health
@@ -144,7 +144,7 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 		}, FlakeAttempts(2), NodeTimeout(8*time.Minute))
 
 	It("runs gray-pcscf against containers: pcscf1's container given 2 % of a CPU through the engine, read back from the kernel",
-		func(ctx SpecContext) {
+		Label("full"), func(ctx SpecContext) {
 			// The starvation is seen by the phones (the shipped expectations: affected users' setup p95 at least
 			// twice the others', 95 % of their calls still answered) and the quota by the kernel.
 			dir, _ := runCompose(ctx, "gray-pcscf", func(sc *scenario.Scenario) {

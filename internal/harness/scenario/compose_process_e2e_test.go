@@ -21,7 +21,7 @@ import (
 // expectations as the local specs (shipped_e2e_test.go), each fault checked by what the containers' nodes wrote
 // in their own event files, not by the injector's fault events. On this backend a "process" is a container: the
 // lab kills it (docker kill) and starts it again (docker start), and the node inside writes node_ready again.
-var _ = Describe("the process-fault scenarios against containers", Label("e2e", "docker"), func() {
+var _ = Describe("the process-fault scenarios against containers", Label("e2e", "docker", "full"), func() {
 	// composeRun is a finished compose run: its directory, the scenario as run and its summary.
 	type composeRun struct {
 		dir string

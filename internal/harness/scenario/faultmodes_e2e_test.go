@@ -16,7 +16,7 @@ import (
 // Variants of the shipped process faults the scenarios do not ship: the HSS frozen instead of killed, and a site
 // that comes back. Each is checked by what the processes and the nodes recorded, not by the injector's word; the
 // scenarios' own expectations are about the shipped variants and are not checked here.
-var _ = Describe("process faults the shipped scenarios do not use, observed", Label("e2e"), Ordered, func() {
+var _ = Describe("process faults the shipped scenarios do not use, observed", Label("e2e", "full"), Ordered, func() {
 	var binDir string
 	BeforeAll(func(ctx SpecContext) { binDir = buildNodes(ctx) }, NodeTimeout(5*time.Minute))
 

@@ -90,7 +90,7 @@ func labEvents(dir string) []map[string]any {
 	return out
 }
 
-var _ = Describe("flap mode partition and dns-down mode unreachable in the real lab", Label("netns", "e2e"), func() {
+var _ = Describe("flap mode partition and dns-down mode unreachable in the real lab", Label("netns", "e2e", "full"), func() {
 	var binDir string
 	BeforeEach(func(ctx SpecContext) {
 		if err := netns.Check(); err != nil {
@@ -99,14 +99,7 @@ var _ = Describe("flap mode partition and dns-down mode unreachable in the real 
 			}
 			Skip(err.Error())
 		}
-		netnsBins.Lock()
-		defer netnsBins.Unlock()
-		if netnsBins.dir == "" {
-			dir, err := os.MkdirTemp("", "netns-bins-")
-			Expect(err).NotTo(HaveOccurred())
-			netnsBins.dir = buildNodesInto(ctx, dir)
-		}
-		binDir = netnsBins.dir
+		binDir = buildNodes(ctx)
 	}, NodeTimeout(5*time.Minute))
 
 	It("flap mode partition: the BAC loses pcscf1 in every cut and gets it back after every heal; pcscf1 is never stopped",

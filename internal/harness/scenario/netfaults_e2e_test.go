@@ -145,10 +145,8 @@ func (r *netnsRun) events(node string) []netEvent {
 // trace reads the messages node recorded (its pcapng segments; the BAC's access socket has its own).
 func (r *netnsRun) trace(node string) []traceLine {
 	GinkgoHelper()
-	all, _, _, err := obs.ReadTraceDir(filepath.Join(r.dir, "trace"))
-	Expect(err).NotTo(HaveOccurred())
 	var out []traceLine
-	for _, l := range all {
+	for _, l := range runTrace(r.dir) {
 		if l.Node == node {
 			out = append(out, l)
 		}
@@ -178,20 +176,6 @@ func nftRuleset(ctx context.Context, ns string) string {
 	return out
 }
 
-// netnsBins holds the node binaries built once for the network-fault specs (removed after the suite).
-var netnsBins struct {
-	sync.Mutex
-	dir string
-}
-
-var _ = AfterSuite(func() {
-	netnsBins.Lock()
-	defer netnsBins.Unlock()
-	if netnsBins.dir != "" {
-		Expect(os.RemoveAll(netnsBins.dir)).To(Succeed())
-	}
-})
-
 var _ = Describe("network faults in the real lab (every node in its own namespace)", Label("netns", "e2e"), func() {
 	var binDir string
 	BeforeEach(func(ctx SpecContext) {
@@ -201,14 +185,7 @@ var _ = Describe("network faults in the real lab (every node in its own namespac
 			}
 			Skip(err.Error())
 		}
-		netnsBins.Lock()
-		defer netnsBins.Unlock()
-		if netnsBins.dir == "" {
-			dir, err := os.MkdirTemp("", "netns-bins-")
-			Expect(err).NotTo(HaveOccurred())
-			netnsBins.dir = buildNodesInto(ctx, dir)
-		}
-		binDir = netnsBins.dir
+		binDir = buildNodes(ctx)
 	}, NodeTimeout(5*time.Minute))
 
 	It("partition-bac-pcscf: the BAC loses pcscf1 while pcscf1, alive, keeps exchanging with the S-CSCFs; the heal leaves no rule",
@@ -303,7 +280,7 @@ var _ = Describe("network faults in the real lab (every node in its own namespac
 		})
 
 	It("loss-pcscf: the lost packets show up as SIP retransmissions and most calls are still answered",
-		SpecTimeout(9*time.Minute), func(ctx SpecContext) {
+		Label("full"), SpecTimeout(9*time.Minute), func(ctx SpecContext) {
 			r := startNetns(ctx, "loss-pcscf", binDir, func(sc *scenario.Scenario) {
 				sc.Duration, sc.Seed = 36*time.Second, 42
 				sc.Faults[0].At, sc.Faults[0].For = 10*time.Second, 14*time.Second
@@ -358,7 +335,7 @@ var _ = Describe("network faults in the real lab (every node in its own namespac
 		})
 
 	It("delay on a node: the BAC's measured OPTIONS round trip to pcscf1 grows by the delay, and is back after the heal",
-		SpecTimeout(9*time.Minute), func(ctx SpecContext) {
+		Label("full"), SpecTimeout(9*time.Minute), func(ctx SpecContext) {
 			const delay = 40 * time.Millisecond
 			r := startNetns(ctx, "partition-bac-pcscf", binDir, func(sc *scenario.Scenario) {
 				sc.Duration, sc.Seed = 34*time.Second, 42
@@ -417,7 +394,7 @@ var _ = Describe("network faults in the real lab (every node in its own namespac
 		}, FlakeAttempts(2))
 
 	It("isolate, site-isolate and rate: applied in the right namespaces, seen by the right nodes, healed",
-		SpecTimeout(9*time.Minute), func(ctx SpecContext) {
+		Label("full"), SpecTimeout(9*time.Minute), func(ctx SpecContext) {
 			sc, err := scenario.Parse([]byte(`name: netkinds
 duration: 20s
 seed: 1
@@ -506,7 +483,7 @@ faults:
 		})
 
 	It("wan-latency: normal service and a cross-site takeover over a 20 ms, 1 % loss link",
-		SpecTimeout(9*time.Minute), func(ctx SpecContext) {
+		Label("full"), SpecTimeout(9*time.Minute), func(ctx SpecContext) {
 			r := startNetns(ctx, "wan-latency", binDir, func(sc *scenario.Scenario) {
 				sc.Duration, sc.Seed = 30*time.Second, 42
 				sc.Faults[0].At = 10 * time.Second

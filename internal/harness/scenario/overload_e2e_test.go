@@ -140,7 +140,7 @@ type overloadEvent struct {
 // for 10 s on a small lab) and asserts no collapse: failures are 503s with Retry-After, and success returns
 // within 10 s". The lab's capacity is a configured one (overload.max_rate at the BAC), so that the spec does not
 // depend on how busy the shared machine is: scenarios/overload-2x.yaml.
-var _ = Describe("overload at 2× capacity", Label("e2e"), Ordered, ContinueOnFailure, func() {
+var _ = Describe("overload at 2× capacity", Label("e2e", "full"), Ordered, ContinueOnFailure, func() {
 	const (
 		warmup      = 2 * time.Second  // the token bucket starts full: the first seconds do not measure the rate
 		overFrom    = 12 * time.Second // the scenario's steps

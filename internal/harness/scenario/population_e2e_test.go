@@ -18,7 +18,7 @@ import (
 
 // Phones across user9999 → user10000 register (digest through BAC, P-, I-, S-CSCF, HSS) and call each other in the
 // real lab, which provisions them by itself: the naming of phones, HSS and nodes agree beyond four digits.
-var _ = Describe("a population across user9999", Label("e2e"), func() {
+var _ = Describe("a population across user9999", Label("e2e", "full"), func() {
 	It("registers user9991…user10010 with the lab's own provisioning and connects their calls", func(ctx SpecContext) {
 		binDir := buildNodes(ctx)
 		sc, err := scenario.Parse([]byte(`name: population-e2e

@@ -19,7 +19,7 @@ import (
 
 // scenarios/realistic-pcscf-kill.yaml shortened for CI: the traffic model and the reachability probes with the
 // quasi-pool. Fewer phones and a shorter run; the model, the probes and the expectations are the file's.
-var _ = Describe("the traffic model and time to restore (realistic-pcscf-kill, shortened)", Label("e2e"), Ordered, func() {
+var _ = Describe("the traffic model and time to restore (realistic-pcscf-kill, shortened)", Label("e2e", "full"), Ordered, func() {
 	var (
 		s   *report.Summary
 		o   *scenario.Outcome

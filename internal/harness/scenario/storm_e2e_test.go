@@ -67,7 +67,7 @@ func runStorm(ctx SpecContext, name, binDir, dir string) (*report.Summary, strin
 	return sum, o.RunDir
 }
 
-var _ = Describe("the storm scenarios, shortened for CI", Label("e2e"), Ordered, ContinueOnFailure, func() {
+var _ = Describe("the storm scenarios, shortened for CI", Label("e2e", "full"), Ordered, ContinueOnFailure, func() {
 	var binDir string
 	BeforeAll(func(ctx SpecContext) { binDir = buildNodes(ctx) }, NodeTimeout(5*time.Minute))
 
