@@ -89,7 +89,7 @@ var _ = Describe("lab config", Label("unit"), func() {
 		Expect(err).NotTo(HaveOccurred())
 		repo, err := lab.FindRepo(wd)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(filepath.Join(repo, "internal", "lab")).To(Equal(wd))
+		Expect(filepath.Join(repo, "internal", "harness", "lab")).To(Equal(wd))
 		_, err = lab.FindRepo(GinkgoT().TempDir())
 		Expect(err).To(MatchError(ContainSubstring("no go.mod of github.com/imslab/quasipool")))
 	})
