@@ -44,6 +44,9 @@ var _ = Describe("reading the events through the catalogue", Label("unit"), func
 			`events/bac.jsonl:4: malformed event: invalid character 'o' in literal null (expecting 'u')`,
 		}))
 		Expect(s.UDPDrops["bac"].Drops).To(Equal(300), "only the line that was read")
+		n, ok := s.Lookup("events.errors") // a scenario can expect none
+		Expect(ok).To(BeTrue())
+		Expect(n).To(Equal(3.0))
 
 		b, err := os.ReadFile(filepath.Join(dir, report.FileSummary))
 		Expect(err).NotTo(HaveOccurred())

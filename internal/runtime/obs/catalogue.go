@@ -94,11 +94,11 @@ func (SIPTx) Kind() string { return "sip_tx" }
 // Written by: bac, pcscf, icscf, scscf (internal/proto/sipx's trust checks; the BAC's phone cap; the P-CSCF's and
 // S-CSCF's "not registered here").
 type Refused struct {
-	Reason    string `json:"reason"`               // why: untrusted_source, not_registered_here, max_phones, …
+	Reason    string `json:"reason"`               // why: not_our_dialog, not_from_pcscf, not_registered_here, max_phones, …
 	Method    string `json:"method"`               // the request's method
 	CallID    string `json:"call_id"`              // its Call-ID
 	Peer      string `json:"peer,omitempty"`       // the sender's address (the trust checks and the BAC)
-	Role      string `json:"role,omitempty"`       // the role the sender was given (phone, core, stranger, …)
+	Role      string `json:"role,omitempty"`       // the sender's role by its address: bac, pcscf, icscf, scscf or untrusted
 	Status    int    `json:"status,omitempty"`     // the status answered, when the event says (BAC: 503)
 	MaxPhones int    `json:"max_phones,omitempty"` // the BAC's binding cap (reason max_phones)
 	Direction string `json:"direction,omitempty"`  // mo or mt (the CSCFs' not_registered_here)
@@ -291,7 +291,7 @@ func (PeerRTT) Kind() string { return "peer_rtt" }
 // Overload is a second in which a node shed new requests (or started or stopped shedding); the report's shed
 // load reads them.
 //
-// Written by: the SIP nodes and the HSS (internal/runtime/nfrun, from internal/runtime/overload).
+// Written by: the SIP nodes (internal/runtime/nfrun, from internal/runtime/overload).
 type Overload struct {
 	Shed       uint64  `json:"shed"`        // new requests rejected in the second
 	Admitted   uint64  `json:"admitted"`    // new requests admitted in the second
@@ -682,7 +682,7 @@ func (NetFaultGone) Kind() string { return "net_fault_gone" }
 type SiteLink struct {
 	DelayMs     float64 `json:"delay_ms,omitempty"`     // one-way delay, ms
 	JitterMs    float64 `json:"jitter_ms,omitempty"`    // its jitter, ms
-	Link        string  `json:"link"`                   // the link's name (site-a~site-b)
+	Link        string  `json:"link"`                   // the link's name: its two sites, joined by an en dash (north–south)
 	LossPercent float64 `json:"loss_percent,omitempty"` // packet loss in each direction, %
 	Nodes       int     `json:"nodes"`                  // nodes that got the link's parameters
 }
