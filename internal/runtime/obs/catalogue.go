@@ -507,7 +507,7 @@ type NodeStart struct {
 	Target     string `json:"target"`               // the node
 	NodeKind   string `json:"node_kind,omitempty"`  // its kind: pcscf, scscf, … (local)
 	PID        int    `json:"pid,omitempty"`        // its process (local)
-	GoMaxProcs string `json:"gomaxprocs,omitempty"` // the GOMAXPROCS it started with (local; absent: the default)
+	GoMaxProcs string `json:"gomaxprocs,omitempty"` // the GOMAXPROCS it started with (local)
 	Container  string `json:"container,omitempty"`  // its container, short id (compose)
 }
 
