@@ -64,3 +64,17 @@ func BenchmarkRecorderEmitDiscard(b *testing.B) {
 			Addr: "127.0.0.1:5070", Status: 200, LatencyUs: 1234})
 	}
 }
+
+// BenchmarkRecorderEmitVarying is BenchmarkRecorderEmitDiscard with values known only at run time, as a node has
+// them (the event escapes to the heap once).
+func BenchmarkRecorderEmitVarying(b *testing.B) {
+	r := obs.NewRecorder(io.Discard, "pcscf1")
+	ids := []string{"a84b4c76e66710@pc33.ims.test", "b84b4c76e66710@pc33.ims.test"}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		r.Emit(obs.SIPTx{Method: "INVITE", CallID: ids[i&1], Peer: "scscf1.ims.test", Addr: "127.0.0.1:5070",
+			Status: 200 + i&1, LatencyUs: int64(i)})
+	}
+}
