@@ -34,6 +34,7 @@ import (
 	"github.com/imslab/quasipool/internal/analysis/report"
 	"github.com/imslab/quasipool/internal/harness/lab"
 	"github.com/imslab/quasipool/internal/harness/scenario"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/topology"
 )
 
@@ -587,22 +588,18 @@ func cpuSpans(runDir string, from, to int64) map[string]*cpuSpan {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		var e struct {
-			Kind   string   `json:"kind"`
-			Target string   `json:"target"`
-			TNs    int64    `json:"t_ns"`
-			CPU    *float64 `json:"cpu_s"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Kind != "resource" || e.Target == "" || e.CPU == nil ||
-			e.TNs < from || e.TNs > to {
+		// The resource samples (obs.Resource) in the window; any other line is passed over.
+		env, ev, err := obs.DecodeEvent(sc.Bytes())
+		e, ok := ev.(obs.Resource)
+		if err != nil || !ok || e.Target == "" || env.TNs < from || env.TNs > to {
 			continue
 		}
 		sp := spans[e.Target]
 		if sp == nil {
-			sp = &cpuSpan{t0: e.TNs, c0: *e.CPU}
+			sp = &cpuSpan{t0: env.TNs, c0: e.CPUS}
 			spans[e.Target] = sp
 		}
-		sp.t1, sp.c1 = e.TNs, *e.CPU
+		sp.t1, sp.c1 = env.TNs, e.CPUS
 	}
 	return spans
 }

@@ -432,6 +432,13 @@ func rerender(args []string, out, errOut io.Writer) int {
 		return 2
 	}
 	fmt.Fprintf(out, "report of %s rebuilt: %s\n", dir, strings.Join(s.Files, ", "))
+	if s.Events.Errors > 0 { // left out of every figure: say so where the user looks (docs/events.md)
+		fmt.Fprintf(errOut, "imslab report: %d of %d event lines could not be read (summary.json events, report.md \"Event errors\"):\n",
+			s.Events.Errors, s.Events.Errors+s.Events.Read)
+		for _, l := range s.Events.ErrorLines {
+			fmt.Fprintln(errOut, "  "+l)
+		}
+	}
 	if len(sc.Expectations) == 0 {
 		return 0
 	}

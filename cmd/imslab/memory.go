@@ -19,6 +19,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/analysis/report"
 	"github.com/imslab/quasipool/internal/harness/scenario"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // memTarget is one process's resident memory in a run.
@@ -127,27 +128,26 @@ func readMemoryPoint(dir string) (*memoryPoint, error) {
 	s := bufio.NewScanner(f)
 	s.Buffer(make([]byte, 1<<20), 1<<20)
 	for s.Scan() {
-		var e struct {
-			Kind   string `json:"kind"`
-			TNs    int64  `json:"t_ns"`
-			Target string `json:"target"`
-			RSS    *int64 `json:"rss_bytes"`
-		}
-		if json.Unmarshal(s.Bytes(), &e) != nil || e.Kind != "resource" || e.RSS == nil || e.Target == "" {
+		// Only the resource samples (the event catalogue's obs.Resource) count; a line that is not one, or does not
+		// decode (the report lists those), is passed over.
+		env, ev, err := obs.DecodeEvent(s.Bytes())
+		e, ok := ev.(obs.Resource)
+		if err != nil || !ok || e.Target == "" {
 			continue
 		}
+		rss := int64(e.RSSBytes)
 		m := byTarget[e.Target]
 		if m == nil {
-			m = &memTarget{Target: e.Target, FirstBytes: *e.RSS}
+			m = &memTarget{Target: e.Target, FirstBytes: rss}
 			byTarget[e.Target] = m
 		}
 		m.Samples++
-		if e.TNs >= sc.StartNs && e.TNs <= end {
+		if env.TNs >= sc.StartNs && env.TNs <= end {
 			if m.T0Bytes == 0 {
-				m.T0Bytes = *e.RSS
+				m.T0Bytes = rss
 			}
-			m.PeakBytes = max(m.PeakBytes, *e.RSS)
-			m.LastBytes = *e.RSS
+			m.PeakBytes = max(m.PeakBytes, rss)
+			m.LastBytes = rss
 		}
 	}
 	if err := s.Err(); err != nil {

@@ -2,6 +2,8 @@ package report
 
 import (
 	"sort"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // Cost is what the lab spends on its subscribers in steady state, the window from t0 (every phone registered)
@@ -86,17 +88,17 @@ func (a *analysis) cost(r *run) *Cost {
 		if !in(e.TNs) {
 			continue
 		}
-		switch e.Kind {
-		case "cx_answer":
-			cmd := e.Cmd
+		switch x := e.Data.(type) {
+		case obs.CxAnswer:
+			cmd := x.Cmd
 			if cmd == "" {
 				cmd = "unknown"
 			}
 			c.Cx[cmd]++
 			c.Cx["total"]++
-		case "repl_send":
+		case obs.ReplSend:
 			c.ReplMessages++
-			c.ReplBytes += e.Bytes
+			c.ReplBytes += x.Bytes
 		}
 	}
 

@@ -14,7 +14,9 @@ import (
 // FileEvents is every node's events merged into one file in time order (one time base: t_ns).
 const FileEvents = "events.jsonl"
 
-// writeMergedEvents merges events/*.jsonl into <runDir>/events.jsonl, ordered by t_ns, lines kept verbatim.
+// writeMergedEvents merges events/*.jsonl into <runDir>/events.jsonl, ordered by t_ns, lines kept verbatim. A line
+// without a readable t_ns (torn by a kill) cannot be placed and is left out here; loadRun has already reported it
+// as an event error (summary.json events.error_lines).
 func writeMergedEvents(runDir string) (int, error) {
 	files, err := filepath.Glob(filepath.Join(runDir, "events", "*.jsonl"))
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 const binWidthS = 2.0
@@ -43,9 +45,9 @@ func (a *analysis) afterFault(impu string, tNs int64) bool {
 
 func analyse(r *run) *analysis {
 	for _, e := range r.events {
-		if e.Kind == "links_not_applied" {
+		if x, ok := e.Data.(obs.LinksNotApplied); ok {
 			r.warnings = append(r.warnings, "the topology's site links (delay, loss, rate between sites) were not "+
-				"applied: "+e.Reason)
+				"applied: "+x.Reason)
 			break
 		}
 	}
@@ -55,6 +57,13 @@ func analyse(r *run) *analysis {
 		Warnings: r.warnings}
 	if s.DurationS == 0 {
 		s.DurationS = round(float64(r.lastTime()-s.StartNs) / 1e9)
+	}
+	s.Events = EventsRead{Read: len(r.events), Errors: len(r.evErrors)}
+	for i, e := range r.evErrors {
+		if i == MaxEventErrors {
+			break
+		}
+		s.Events.ErrorLines = append(s.Events.ErrorLines, e.Error())
 	}
 	a := &analysis{s: s, affected: map[string]*affectedUser{}}
 
@@ -66,10 +75,11 @@ func analyse(r *run) *analysis {
 			Params: f.params()}
 		fl.t0Ns = sc.StartNs + int64(math.Round(f.AtS*1e9))
 		for i, e := range r.events {
-			if used[i] || e.Kind != "fault" || e.Node != "lab" && e.Node != "" || e.Target != f.Target || e.Fault == "resume" {
+			x, ok := e.Data.(obs.Fault)
+			if used[i] || !ok || e.Node != "lab" && e.Node != "" || x.Target != f.Target || x.Fault == "resume" {
 				continue
 			}
-			if e.Fault != "" && f.Kind != "" && e.Fault != f.Kind && !(f.Kind == "stop" && e.Fault == "kill") {
+			if x.Fault != "" && f.Kind != "" && x.Fault != f.Kind && !(f.Kind == "stop" && x.Fault == "kill") {
 				continue
 			}
 			used[i] = true
@@ -77,8 +87,8 @@ func analyse(r *run) *analysis {
 			break
 		}
 		for _, e := range r.events {
-			if e.Kind == "fault_heal" && (e.Node == "lab" || e.Node == "") && e.Target == f.Target && e.Fault == f.Kind &&
-				e.TNs >= fl.t0Ns {
+			if x, ok := e.Data.(obs.FaultHeal); ok && (e.Node == "lab" || e.Node == "") && x.Target == f.Target &&
+				x.Fault == f.Kind && e.TNs >= fl.t0Ns {
 				h := a.offset(e.TNs)
 				fl.HealS = &h
 				break
@@ -164,10 +174,11 @@ func (a *analysis) detect(r *run, f *Fault) {
 		until = a.s.StartNs + int64(math.Round(*f.HealS*1e9)) + int64(detectGrace)
 	}
 	for _, e := range r.events {
-		if e.Kind != "peer_state" || e.State != "down" || e.TNs < f.t0Ns || e.TNs > until || names[e.Node] {
+		x, ok := e.Data.(obs.PeerState)
+		if !ok || x.State != "down" || e.TNs < f.t0Ns || e.TNs > until || names[e.Node] {
 			continue
 		}
-		if !addrs[e.Addr] && !names[hostNode(e.Peer)] {
+		if !addrs[x.Addr] && !names[hostNode(x.Peer)] {
 			continue
 		}
 		if _, seen := f.TimeToDetectS[e.Node]; seen {
@@ -383,7 +394,7 @@ func (a *analysis) cx(r *run) {
 	if a.firstT0 != 0 {
 		a.s.CXAfterFault = map[string]map[string]int{}
 	}
-	add := func(m map[string]map[string]int, e event) {
+	add := func(m map[string]map[string]int, e obs.CxAnswer) {
 		cmd := e.Cmd
 		if cmd == "" {
 			cmd = "unknown"
@@ -405,12 +416,13 @@ func (a *analysis) cx(r *run) {
 		}
 	}
 	for _, e := range r.events {
-		if e.Kind != "cx_answer" {
+		x, ok := e.Data.(obs.CxAnswer)
+		if !ok {
 			continue
 		}
-		add(a.s.CX, e)
+		add(a.s.CX, x)
 		if a.firstT0 != 0 && e.TNs >= a.firstT0 {
-			add(a.s.CXAfterFault, e)
+			add(a.s.CXAfterFault, x)
 		}
 	}
 }

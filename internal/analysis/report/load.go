@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,47 +118,27 @@ type record struct {
 
 func (r *record) ok() bool { return r.Result == "ok" }
 
-// event is one line of events/<node>.jsonl; the fields used by any event kind of the report are flattened here.
+// event is one line of events/<node>.jsonl: the envelope, and the kind's type of the event catalogue
+// (docs/events.md) in Data, e.g. an obs.PeerState for kind peer_state.
 type event struct {
-	TNs  int64  `json:"t_ns"`
-	Node string `json:"node"`
-	Kind string `json:"kind"`
-	// peer_state
-	Peer   string `json:"peer"`
-	Addr   string `json:"addr"`
-	State  string `json:"state"`
-	Reason string `json:"reason"`
-	// lab fault / node_exit
-	Target string `json:"target"`
-	Fault  string `json:"fault"`
-	// cx_answer
-	Cmd          string `json:"cmd"`
-	UAT          *int   `json:"uat"`
-	SAT          *int   `json:"sat"`
-	Result       int    `json:"result"`       // the code, whichever AVP carried it
-	Experimental bool   `json:"experimental"` // true: Experimental-Result (vendor 10415)
-	IMPI         string `json:"impi"`
-	IMPU         string `json:"impu"`
-	ServerName   string `json:"server_name"`
-	// repl_send (state replication between pool members)
-	Bytes int `json:"bytes"`
-	// sip_tx (a forwarded request, recorded when its transaction ended): how long it took from sending
-	LatencyUs int64 `json:"latency_us"`
-	// refused (a SIP node's 403 to a sender it does not accept) / cx_refused (the HSS); peer and reason above
-	Method string `json:"method"`
-	Role   string `json:"role"`
-	Remote string `json:"remote"`
-	// resource (the lab's samples of a node's process)
-	CPUS     float64 `json:"cpu_s"`
-	RSSBytes int64   `json:"rss_bytes"`
-	// overload (a node shed new requests in the second before it)
-	Shed      int     `json:"shed"`
-	Admitted  int     `json:"admitted"`
-	ShedShare float64 `json:"shed_share"`
-	LagMs     float64 `json:"lag_ms"`
-	// udp_drops (datagrams the kernel dropped at the node's socket, its receive buffer full)
-	Drops int `json:"drops"`
+	TNs  int64
+	Node string
+	Kind string
+	Data obs.Event
 }
+
+// EventError is a line of an events file the report could not read: its kind is not in the event catalogue, or
+// it does not decode (torn by a kill, a field of the wrong type). The report lists every one and counts them in
+// summary.json (events.errors); the line is left out of the KPIs.
+type EventError struct {
+	File string // relative to the run directory: events/pcscf1.jsonl
+	Line int    // 1-based
+	Err  error  // wraps obs.ErrUnknownKind or obs.ErrMalformed
+}
+
+func (e EventError) Error() string { return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err) }
+
+func (e EventError) Unwrap() error { return e.Err }
 
 // traceLine is one message of the nodes' traces: a packet of trace/<node>.NNN.pcapng, or a line of
 // trace/<node>.jsonl in runs recorded before the traces became pcapng (docs/architecture.md, "Message trace").
@@ -191,6 +172,7 @@ type run struct {
 	records  []record
 	probes   []record // reachability probe records (record.Probe != ""), kept out of every other KPI
 	events   []event
+	evErrors []EventError // lines of events/*.jsonl that could not be read
 	trace    []traceLine
 	nodes    []nodeConfig
 	warnings []string
@@ -213,7 +195,7 @@ func loadRun(dir string) (*run, error) {
 	if err := readJSONL(filepath.Join(dir, "records.jsonl"), &r.records, &r.warnings); err != nil {
 		return nil, err
 	}
-	if err := readDir(filepath.Join(dir, "events"), &r.events, &r.warnings); err != nil {
+	if err := r.readEvents(); err != nil {
 		return nil, err
 	}
 	if len(r.events) == 0 { // a compacted run keeps only the merged events (Build)
@@ -321,6 +303,45 @@ func readDir[T any](dir string, out *[]T, warn *[]string) error {
 	for _, p := range paths {
 		if err := readJSONL(p, out, warn); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// readEvents reads every events/*.jsonl through the event catalogue (obs.DecodeEvent). A line it cannot read is
+// an EventError, never dropped silently.
+func (r *run) readEvents() error {
+	paths, err := filepath.Glob(filepath.Join(r.dir, "events", "*.jsonl"))
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		rel := filepath.ToSlash(filepath.Join("events", filepath.Base(p)))
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+		n := 0
+		for sc.Scan() {
+			n++
+			line := sc.Bytes()
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			env, ev, err := obs.DecodeEvent(line)
+			if err != nil {
+				r.evErrors = append(r.evErrors, EventError{File: rel, Line: n, Err: err})
+				continue
+			}
+			r.events = append(r.events, event{TNs: env.TNs, Node: env.Node, Kind: env.Kind, Data: ev})
+		}
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("report: %s: %w", rel, err)
 		}
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // MemberLoad is each pool member's load in a window before the first fault and in a window after its takeover,
@@ -121,8 +123,8 @@ func (a *analysis) memberLoad(r *run) *MemberLoad {
 	samples := cpuSamples(r, func(node string) bool { return pool[node] != "" })
 	rss := map[string]float64{}
 	for _, e := range r.events {
-		if e.Kind == "resource" && pool[e.Target] != "" {
-			rss[e.Target] = max(rss[e.Target], float64(e.RSSBytes)/(1<<20))
+		if x, ok := e.Data.(obs.Resource); ok && pool[x.Target] != "" {
+			rss[x.Target] = max(rss[x.Target], float64(x.RSSBytes)/(1<<20))
 		}
 	}
 	cpuShare := func(node string, from, to int64) *float64 {
@@ -297,8 +299,8 @@ type cpuSample struct {
 func cpuSamples(r *run, keep func(node string) bool) map[string][]cpuSample {
 	out := map[string][]cpuSample{}
 	for _, e := range r.events {
-		if e.Kind == "resource" && keep(e.Target) {
-			out[e.Target] = append(out[e.Target], cpuSample{e.TNs, e.CPUS})
+		if x, ok := e.Data.(obs.Resource); ok && keep(x.Target) {
+			out[x.Target] = append(out[x.Target], cpuSample{e.TNs, x.CPUS})
 		}
 	}
 	for _, xs := range out {

@@ -316,6 +316,16 @@ func markdown(r *run, s *Summary, checks []Check, plots []namedSVG, ladders []la
 			fmt.Fprintf(&b, "- %s\n", mdEscape(w))
 		}
 	}
+	if s.Events.Errors > 0 {
+		fmt.Fprintf(&b, "\n## Event errors\n\n%d of %d event lines could not be read and are left out of every figure "+
+			"(docs/events.md):\n\n", s.Events.Errors, s.Events.Errors+s.Events.Read)
+		for _, l := range s.Events.ErrorLines {
+			fmt.Fprintf(&b, "- %s\n", mdEscape(l))
+		}
+		if more := s.Events.Errors - len(s.Events.ErrorLines); more > 0 {
+			fmt.Fprintf(&b, "- … and %d more\n", more)
+		}
+	}
 	return b.String()
 }
 
@@ -403,6 +413,17 @@ func htmlReport(r *run, s *Summary, checks []Check, plots []namedSVG, ladders []
 		b.WriteString("<h2>Warnings</h2>\n<ul>\n")
 		for _, w := range s.Warnings {
 			fmt.Fprintf(&b, "<li>%s</li>\n", e(w))
+		}
+		b.WriteString("</ul>\n")
+	}
+	if s.Events.Errors > 0 {
+		fmt.Fprintf(&b, "<h2>Event errors</h2>\n<p>%d of %d event lines could not be read and are left out of every "+
+			"figure (docs/events.md):</p>\n<ul>\n", s.Events.Errors, s.Events.Errors+s.Events.Read)
+		for _, l := range s.Events.ErrorLines {
+			fmt.Fprintf(&b, "<li>%s</li>\n", e(l))
+		}
+		if more := s.Events.Errors - len(s.Events.ErrorLines); more > 0 {
+			fmt.Fprintf(&b, "<li>… and %d more</li>\n", more)
 		}
 		b.WriteString("</ul>\n")
 	}

@@ -292,13 +292,17 @@ var _ = Describe("Build", Label("unit"), func() {
 			}
 		})
 
-		It("writes summary.json with the same content and keeps a warning about the torn line", func() {
+		It("writes summary.json with the same content and reports the torn event line as an error", func() {
 			b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 			Expect(err).NotTo(HaveOccurred())
 			var back report.Summary
 			Expect(json.Unmarshal(b, &back)).To(Succeed())
 			Expect(lookup(&back, "mo.taken_over_before_reregistration")).To(Equal(0.666667))
-			Expect(back.Warnings).To(ContainElement(ContainSubstring("bac.jsonl: 1 of")))
+			Expect(back.Events.Errors).To(Equal(1))
+			Expect(back.Events.ErrorLines).To(ConsistOf(HavePrefix("events/bac.jsonl:3: malformed event: unexpected end")))
+			md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(md)).To(ContainSubstring("## Event errors\n\n1 of"))
 		})
 
 		It("bins call success over time for affected and other users", func() {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // Security is what the nodes refused during the run: the SIP nodes' "refused" events (a 403 to a sender that may
@@ -45,14 +47,25 @@ func (a *analysis) security(r *run) {
 	groups := map[key]*RefusalGroup{}
 	peers := map[key]map[string]bool{}
 	for _, e := range r.events {
-		if e.Kind != "refused" && e.Kind != "cx_refused" {
+		var reason, method, role, peer string
+		switch x := e.Data.(type) {
+		case obs.Refused:
+			reason, method, role, peer = x.Reason, x.Method, x.Role, x.Peer
+		case obs.CxRefused:
+			reason, method, peer = x.Reason, x.Cmd, x.Peer
+			if method == "" {
+				method = "CER"
+			}
+			if x.Remote != "" {
+				peer = strings.TrimSpace(peer + " " + x.Remote)
+			}
+		default:
 			continue
 		}
 		node := e.Node
 		if node == "" {
 			node = "unknown"
 		}
-		reason := e.Reason
 		if reason == "" {
 			reason = unspecified
 		}
@@ -66,26 +79,15 @@ func (a *analysis) security(r *run) {
 		}
 		g.Count++
 		g.LastS = a.offset(e.TNs)
-		method := e.Method
-		if e.Kind == "cx_refused" {
-			method = e.Cmd
-			if method == "" {
-				method = "CER"
-			}
-		}
 		if method == "" {
 			method = unspecified
 		}
 		g.Methods[method]++
-		if e.Role != "" {
+		if role != "" {
 			if g.Roles == nil {
 				g.Roles = map[string]int{}
 			}
-			g.Roles[e.Role]++
-		}
-		peer := e.Peer
-		if e.Kind == "cx_refused" && e.Remote != "" {
-			peer = strings.TrimSpace(peer + " " + e.Remote)
+			g.Roles[role]++
 		}
 		if peer != "" {
 			peers[k][peer] = true

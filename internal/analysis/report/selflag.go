@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // SelfLag is one node's self_lag events: its own timers ran more than half the probe timeout late (the node was
@@ -21,7 +23,8 @@ type SelfLag struct {
 func (a *analysis) selfLag(r *run) {
 	m := map[string]*SelfLag{}
 	for _, e := range r.events {
-		if e.Kind != "self_lag" {
+		x, ok := e.Data.(obs.SelfLag)
+		if !ok {
 			continue
 		}
 		at := a.offset(e.TNs)
@@ -31,7 +34,7 @@ func (a *analysis) selfLag(r *run) {
 			m[e.Node] = n
 		}
 		n.Events++
-		n.MaxLagMs = max(n.MaxLagMs, e.LagMs)
+		n.MaxLagMs = max(n.MaxLagMs, float64(x.LagMs))
 		n.FirstS, n.LastS = math.Min(n.FirstS, at), math.Max(n.LastS, at)
 	}
 	if len(m) == 0 {

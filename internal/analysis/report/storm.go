@@ -6,6 +6,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // NodeOverload is what one node shed, from its "overload" events (docs/architecture.md, "Overload control"): a
@@ -67,7 +69,8 @@ type LoadProfile struct {
 func (a *analysis) overload(r *run) {
 	m := map[string]*NodeOverload{}
 	for _, e := range r.events {
-		if e.Kind != "overload" || e.Shed == 0 {
+		x, ok := e.Data.(obs.Overload)
+		if !ok || x.Shed == 0 {
 			continue
 		}
 		n := m[e.Node]
@@ -76,12 +79,12 @@ func (a *analysis) overload(r *run) {
 			n = &NodeOverload{FirstS: at}
 			m[e.Node] = n
 		}
-		n.Shed += e.Shed
-		n.Admitted += e.Admitted
-		n.PeakShedPerS = max(n.PeakShedPerS, e.Shed)
+		n.Shed += int(x.Shed)
+		n.Admitted += int(x.Admitted)
+		n.PeakShedPerS = max(n.PeakShedPerS, int(x.Shed))
 		n.FirstS, n.LastS = math.Min(n.FirstS, at), math.Max(n.LastS, at)
-		n.MaxShedShare = max(n.MaxShedShare, round(e.ShedShare))
-		n.MaxLagMs = max(n.MaxLagMs, round(e.LagMs))
+		n.MaxShedShare = max(n.MaxShedShare, round(x.ShedShare))
+		n.MaxLagMs = max(n.MaxLagMs, round(x.LagMs))
 	}
 	if len(m) > 0 {
 		a.s.Overload = m
@@ -138,10 +141,11 @@ func (a *analysis) storm(r *run) {
 	st.Register = reg.done(before, a, t0)
 	cx := map[string]*profileAcc{"total": profile()}
 	for _, e := range r.events {
-		if e.Kind != "cx_answer" {
+		x, ok := e.Data.(obs.CxAnswer)
+		if !ok {
 			continue
 		}
-		cmd := e.Cmd
+		cmd := x.Cmd
 		if cmd == "" {
 			cmd = "unknown"
 		}

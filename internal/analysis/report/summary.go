@@ -74,8 +74,23 @@ type Summary struct {
 	Storm        *Storm               `json:"storm,omitempty"`
 	Expectations any                  `json:"expectations,omitempty"` // filled by the scenario runner
 	Warnings     []string             `json:"warnings,omitempty"`
-	Files        []string             `json:"files"`
+	// Events is how many event lines the report read, and the lines it could not read (docs/events.md).
+	Events EventsRead `json:"events"`
+	Files  []string   `json:"files"`
 }
+
+// EventsRead counts the lines of the nodes' events files (events/*.jsonl).
+type EventsRead struct {
+	Read int `json:"read"` // lines read through the event catalogue
+	// Errors is the lines that could not be read: a kind not in the catalogue, a line that does not decode. Each
+	// is left out of every KPI.
+	Errors int `json:"errors"`
+	// ErrorLines names each ("events/pcscf1.jsonl:17: unknown event kind \"x\""), the first MaxEventErrors.
+	ErrorLines []string `json:"error_lines,omitempty"`
+}
+
+// MaxEventErrors is how many unreadable event lines summary.json and the report name (all are counted).
+const MaxEventErrors = 50
 
 // Fault is one fault of the scenario with the instant it actually happened.
 type Fault struct {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"sort"
 	"strconv"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // FileUsers is users.csv: one row per affected user (UserKPI).
@@ -123,11 +125,11 @@ func (a *analysis) signalling(r *run, msgs []msg) {
 		return tNs >= a.firstT0, false
 	}
 	for _, e := range r.events {
-		switch e.Kind {
-		case "cx_answer":
-			id := e.IMPU
+		switch x := e.Data.(type) {
+		case obs.CxAnswer:
+			id := x.IMPU
 			if id == "" {
-				id = e.IMPI
+				id = x.IMPI
 			}
 			if id == "" {
 				continue
@@ -140,18 +142,18 @@ func (a *analysis) signalling(r *run, msgs []msg) {
 			if aff {
 				m = sg.CxPerAffectedUser
 			}
-			cmd := e.Cmd
+			cmd := x.Cmd
 			if cmd == "" {
 				cmd = "unknown"
 			}
 			m[cmd]++
 			m["total"]++
-		case "repl_send":
+		case obs.ReplSend:
 			sg.ReplMessages++
-			sg.ReplBytes += e.Bytes
+			sg.ReplBytes += x.Bytes
 			if e.TNs >= a.firstT0 {
 				sg.ReplMessagesAfterFault++
-				sg.ReplBytesAfterFault += e.Bytes
+				sg.ReplBytesAfterFault += x.Bytes
 			}
 		}
 	}

@@ -1,6 +1,10 @@
 package report
 
-import "math"
+import (
+	"math"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
+)
 
 // TakeoverCx prices a takeover at the HSS per call and per user (docs/report.md, "Takeover Cx"), so that the
 // reachability probes, which call the affected users every 250 ms until they are restored, do not set the figure:
@@ -125,12 +129,13 @@ func (a *analysis) takeoverCx(r *run) {
 		}
 	}
 	for _, e := range r.events {
-		if e.Kind != "cx_answer" {
+		x, ok := e.Data.(obs.CxAnswer)
+		if !ok {
 			continue
 		}
-		id := e.IMPU
+		id := x.IMPU
 		if id == "" {
-			id = e.IMPI
+			id = x.IMPI
 		}
 		if id == "" {
 			continue
@@ -140,8 +145,8 @@ func (a *analysis) takeoverCx(r *run) {
 			continue
 		}
 		p := party(aff)
-		uat2 := e.UAT != nil && *e.UAT == 2
-		switch e.Cmd {
+		uat2 := x.UAT != nil && *x.UAT == 2
+		switch x.Cmd {
 		case "LIR":
 			p.LIR++
 			if uat2 {
@@ -156,7 +161,7 @@ func (a *analysis) takeoverCx(r *run) {
 			p.MAR++
 		case "SAR":
 			p.SAR++
-			if e.SAT != nil && *e.SAT == 3 {
+			if x.SAT != nil && *x.SAT == 3 {
 				p.SARSAT3++
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -104,23 +105,23 @@ func (a *analysis) buildTimeline(r *run) *timeline {
 	total := make([]float64, n)
 	for _, e := range r.events {
 		t := e.TNs
-		if e.Kind == "sip_tx" {
-			t -= e.LatencyUs * 1000 // recorded when the transaction ended: placed when the request was sent
+		if x, ok := e.Data.(obs.SIPTx); ok {
+			t -= x.LatencyUs * 1000 // recorded when the transaction ended: placed when the request was sent
 		}
 		i := bin(t)
 		if i < 0 {
 			continue
 		}
-		switch e.Kind {
-		case "sip_tx":
-			if m := r.memberOf(e.Peer, kinds); m != "" {
+		switch x := e.Data.(type) {
+		case obs.SIPTx:
+			if m := r.memberOf(x.Peer, kinds); m != "" {
 				if members[m] == nil {
 					members[m] = make([]float64, n)
 				}
 				members[m][i]++
 			}
-		case "cx_answer":
-			cmd := e.Cmd
+		case obs.CxAnswer:
+			cmd := x.Cmd
 			if cmd == "" {
 				cmd = "other"
 			}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // UDPDrops is one node's udp_drops events: datagrams the kernel dropped on arrival at its SIP socket because the
@@ -22,7 +24,8 @@ type UDPDrops struct {
 func (a *analysis) udpDrops(r *run) {
 	m := map[string]*UDPDrops{}
 	for _, e := range r.events {
-		if e.Kind != "udp_drops" || e.Drops <= 0 {
+		x, ok := e.Data.(obs.UDPDrops)
+		if !ok || x.Drops == 0 {
 			continue
 		}
 		at := a.offset(e.TNs)
@@ -31,7 +34,7 @@ func (a *analysis) udpDrops(r *run) {
 			n = &UDPDrops{FirstS: at, LastS: at}
 			m[e.Node] = n
 		}
-		n.Drops += e.Drops
+		n.Drops += int(x.Drops)
 		n.FirstS, n.LastS = math.Min(n.FirstS, at), math.Max(n.LastS, at)
 	}
 	if len(m) == 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/imslab/quasipool/internal/harness/lab"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // cpuPeriodUs is the CFS period of a slowed container: its quota is a share of it (as on the local backend).
@@ -58,8 +59,8 @@ func (l *Lab) Throttle(name string, percent int) error {
 		return fmt.Errorf("compose lab: slow %s: the kernel shows a quota of %d µs per %d µs, not %d per %d", name,
 			quota, period, want, cpuPeriodUs)
 	}
-	l.events.Emit("cpu_limit", map[string]any{"target": name, "pid": in.PID, "container": c.ID[:12],
-		"cpu_percent": percent, "cpu_cfs_quota_us": quota, "cpu_cfs_period_us": period})
+	l.events.Emit(obs.CPULimit{Target: name, PID: in.PID, Container: c.ID[:12],
+		CPUPercent: percent, CPUCFSQuotaUs: quota, CPUCFSPeriodUs: period})
 	l.log.Info("node slowed", "target", name, "container", c.ID[:12], "quota_us", quota, "period_us", period)
 	return nil
 }
@@ -92,7 +93,7 @@ func (l *Lab) Unthrottle(name string) error {
 			return fmt.Errorf("compose lab: unslow %s: the kernel still shows a quota of %d µs (%v)", name, quota, err)
 		}
 	}
-	l.events.Emit("cpu_limit_removed", map[string]any{"target": name, "pid": in.PID, "container": c.ID[:12]})
+	l.events.Emit(obs.CPULimitRemoved{Target: name, PID: in.PID, Container: c.ID[:12]})
 	l.log.Info("node no longer slowed", "target", name, "container", c.ID[:12])
 	return nil
 }

@@ -244,9 +244,9 @@ func (l *Lab) Up(ctx context.Context) error {
 			return fmt.Errorf("compose lab: %w", err)
 		}
 		l.bundle = b
-		l.events.Emit("lab_up", map[string]any{"run_dir": l.cfg.RunDir, "backend": "compose",
-			"project": l.cfg.Project, "subnet": subnet.String(), "access": b.Networks.Access.String(),
-			"cx": b.Networks.Cx.String(), "nodes": ServiceNames(b.Topology)})
+		l.events.Emit(obs.LabUp{RunDir: l.cfg.RunDir, Backend: "compose",
+			Project: l.cfg.Project, Subnet: subnet.String(), Access: b.Networks.Access.String(),
+			Cx: b.Networks.Cx.String(), Nodes: ServiceNames(b.Topology)})
 		began := time.Now()
 		upCtx, cancel := context.WithTimeout(ctx, max(3*l.cfg.ReadyTimeout, 90*time.Second))
 		lastErr = l.docker(upCtx, "up", "-d", "--wait")
@@ -284,16 +284,16 @@ func (l *Lab) Up(ctx context.Context) error {
 			return fmt.Errorf("compose lab: service %s has no container", name)
 		}
 		in, _ := l.engine.Inspect(ctx, c.ID)
-		fields := map[string]any{"target": name, "pid": in.PID, "container": c.ID[:12]}
+		ev := obs.NodeReady{Target: name, PID: in.PID, Container: c.ID[:12]}
 		if l.selfReady {
 			began := time.Now()
 			if err := l.probeReady(ctx, name, in.PID); err != nil {
 				_ = l.Down() // collects the nodes' logs
 				return fmt.Errorf("compose lab: %w", err)
 			}
-			fields["ready_by"], fields["ready_ms"] = "lab probe", time.Since(began).Milliseconds()
+			ev.ReadyBy, ev.ReadyMs = "lab probe", time.Since(began).Milliseconds()
 		}
-		l.events.Emit("node_ready", fields)
+		l.events.Emit(ev)
 	}
 	if err := l.applyLinks(ctx, ""); err != nil {
 		_ = l.Down()
@@ -350,7 +350,7 @@ func (l *Lab) startCapture() {
 	bin, err := exec.LookPath("dumpcap")
 	if err != nil {
 		l.log.Warn("no dumpcap (apt install tshark): no capture of the lab networks")
-		l.events.Emit("capture", map[string]any{"error": "dumpcap not found"})
+		l.events.Emit(obs.Capture{Error: "dumpcap not found"})
 		return
 	}
 	path := filepath.Join(l.cfg.RunDir, "capture.pcap")
@@ -380,7 +380,7 @@ func (l *Lab) startCapture() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	l.events.Emit("capture", map[string]any{"interfaces": ifaces, "file": "capture.pcap"})
+	l.events.Emit(obs.Capture{Interfaces: ifaces, File: "capture.pcap"})
 }
 
 // bridges are the host interfaces of the access, core and cx networks (Options.Bridge).
@@ -420,7 +420,7 @@ func (l *Lab) Down() error {
 	healCtx, cancelHeal := context.WithTimeout(context.Background(), 60*time.Second)
 	healErr := l.healAllNet(healCtx)
 	cancelHeal()
-	l.events.Emit("lab_down", nil)
+	l.events.Emit(obs.LabDown{})
 	// Stop the nodes first so that they end their files; then the capture.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -436,12 +436,12 @@ func (l *Lab) downProject() error {
 	// The nodes are stopped already: the removal's own stop timeout only matters for one that was not.
 	res, err := DownProject(ctx, l.cfg.Project, l.compose, time.Second, l.log)
 	if len(res.Forced) > 0 {
-		l.events.Emit("network_endpoint_forced", map[string]any{"project": l.cfg.Project, "endpoints": res.Forced})
+		l.events.Emit(obs.NetworkEndpointForced{Project: l.cfg.Project, Endpoints: res.Forced})
 	}
 	if err == nil && len(res.Left) > 0 {
 		// The run's nodes are gone and their files written, so the run stands: the network is left behind,
 		// said in a warning and this event, and later labs take other subnets (freeSubnet skips those in use).
-		l.events.Emit("network_left", map[string]any{"project": l.cfg.Project, "networks": res.Left})
+		l.events.Emit(obs.NetworkLeft{Project: l.cfg.Project, Networks: res.Left})
 	}
 	return err
 }
@@ -483,7 +483,7 @@ func (l *Lab) fault(fault, name, id string) {
 	if in, err := l.engine.Inspect(context.Background(), id); err == nil {
 		pid = in.PID
 	}
-	l.events.Emit("fault", map[string]any{"fault": fault, "target": name, "pid": pid, "container": id[:12]})
+	l.events.Emit(obs.Fault{Fault: fault, Target: name, PID: pid, Container: id[:12]})
 }
 
 // Kill sends SIGKILL to a node's container: the process dies and the container's address disappears from the
@@ -518,7 +518,7 @@ func (l *Lab) Start(ctx context.Context, name string) error {
 	}
 	op.Lock()
 	defer op.Unlock()
-	l.events.Emit("node_start", map[string]any{"target": name, "container": c.ID[:12]})
+	l.events.Emit(obs.NodeStart{Target: name, Container: c.ID[:12]})
 	if err := l.engine.Start(ctx, c.ID); err != nil {
 		return fmt.Errorf("compose lab: start %s: %w", name, err)
 	}
@@ -535,15 +535,15 @@ func (l *Lab) waitReady(ctx context.Context, name, id string) error {
 		return fmt.Errorf("compose lab: %s: %w", name, err)
 	}
 	in, _ := l.engine.Inspect(ctx, id)
-	fields := map[string]any{"target": name, "pid": in.PID}
+	ev := obs.NodeReady{Target: name, PID: in.PID}
 	if l.selfReady {
 		if err := l.probeReady(ctx, name, in.PID); err != nil {
 			return fmt.Errorf("compose lab: %w", err)
 		}
-		fields["ready_by"] = "lab probe"
+		ev.ReadyBy = "lab probe"
 	}
-	fields["ready_ms"] = time.Since(began).Milliseconds()
-	l.events.Emit("node_ready", fields)
+	ev.ReadyMs = time.Since(began).Milliseconds()
+	l.events.Emit(ev)
 	return nil
 }
 
@@ -612,4 +612,4 @@ func (l *Lab) Restart(ctx context.Context, name string) error {
 }
 
 // Event records an event of the scenario's faults in the lab's events (events/lab.jsonl).
-func (l *Lab) Event(kind string, fields map[string]any) { l.events.Emit(kind, fields) }
+func (l *Lab) Event(ev obs.Event) { l.events.Emit(ev) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/harness/netfault"
 	"github.com/imslab/quasipool/internal/harness/sitenet"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // Network faults (partition, isolate, loss, rate, delay) on the compose backend are applied from the host in each
@@ -251,8 +252,8 @@ func (l *Lab) netGone(node string, nn *nodeNet, key string) {
 	}
 	slices.Sort(keys)
 	l.log.Info("network faults gone with the container's namespace", "node", node, "keys", keys, "pid", nn.life.pid)
-	l.events.Emit("net_fault_gone", map[string]any{"target": node, "keys": keys, "pid": nn.life.pid,
-		"reason": "the container stopped or started again: its network namespace, and the faults in it, are gone"})
+	l.events.Emit(obs.NetFaultGone{Target: node, Keys: keys, PID: nn.life.pid,
+		Reason: "the container stopped or started again: its network namespace, and the faults in it, are gone"})
 }
 
 // Site links. The topology's links (delay, jitter, loss, rate between two sites) are applied as on the namespace
@@ -273,7 +274,7 @@ func (l *Lab) applyLinks(ctx context.Context, node string) error {
 	if err := l.NetCheck(); err != nil {
 		if node == "" {
 			l.log.Warn("the topology's site links are not applied", "reason", err.Error())
-			l.events.Emit("links_not_applied", map[string]any{"reason": err.Error(), "links": len(t.Links())})
+			l.events.Emit(obs.LinksNotApplied{Reason: err.Error(), Links: len(t.Links())})
 		}
 		return nil
 	}
@@ -306,9 +307,9 @@ func (l *Lab) applyLinks(ctx context.Context, node string) error {
 		}
 	}
 	if node == "" {
-		l.events.Emit("links", map[string]any{"links": sitenet.Describe(t, items), "faults": len(items)})
+		l.events.Emit(obs.Links{Links: sitenet.Describe(t, items), Faults: len(items)})
 	} else if len(mine) > 0 {
-		l.events.Emit("links_reapplied", map[string]any{"target": node, "faults": len(mine)})
+		l.events.Emit(obs.LinksReapplied{Target: node, Faults: len(mine)})
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // CPUCgroupRoot is where the cgroup v1 cpu controller is mounted.
@@ -147,8 +149,8 @@ func (l *Lab) Throttle(name string, percent int) error {
 	n.mu.Lock()
 	n.cpu = c
 	n.mu.Unlock()
-	l.events.Emit("cpu_limit", map[string]any{"target": name, "pid": p.pid, "cgroup": c.dir, "cpu_percent": percent,
-		"cpu_cfs_quota_us": c.quotaUs, "cpu_cfs_period_us": c.periodUs})
+	l.events.Record(obs.CPULimit{Target: name, PID: p.pid, Cgroup: c.dir, CPUPercent: percent,
+		CPUCFSQuotaUs: c.quotaUs, CPUCFSPeriodUs: c.periodUs})
 	l.log.Info("node slowed", "target", name, "pid", p.pid, "cgroup", c.dir, "quota_us", c.quotaUs, "period_us", c.periodUs)
 	return nil
 }
@@ -175,7 +177,7 @@ func (l *Lab) unthrottle(n *node) error {
 	if err := c.remove(); err != nil {
 		return fmt.Errorf("lab: unslow %s: %w", n.Name, err)
 	}
-	l.events.Emit("cpu_limit_removed", map[string]any{"target": n.Name, "pid": c.pid, "cgroup": c.dir})
+	l.events.Record(obs.CPULimitRemoved{Target: n.Name, PID: c.pid, Cgroup: c.dir})
 	l.log.Info("node no longer slowed", "target", n.Name, "pid", c.pid)
 	return nil
 }
@@ -184,7 +186,7 @@ func (l *Lab) unthrottle(n *node) error {
 var ErrNotSlowed = errors.New("not slowed")
 
 // Event records an event of the scenario's faults in the lab's events (events/lab.jsonl).
-func (l *Lab) Event(kind string, fields map[string]any) { l.events.Emit(kind, fields) }
+func (l *Lab) Event(ev obs.Event) { l.events.Record(ev) }
 
 // RemoveStaleCPUCgroups removes the cpu cgroups a crashed run left behind (imslab.<node>.<pid> under
 // CPUCgroupRoot). rmdir only removes an empty cgroup, so the cgroup of a node another lab is slowing right now

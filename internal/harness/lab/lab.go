@@ -115,7 +115,7 @@ func WithNetnsCheck(check func() error) Option { return func(lb *Lab) { lb.netns
 type Lab struct {
 	cfg    Config
 	log    *slog.Logger
-	events *obs.Recorder
+	events labEvents
 	nodes  []*node // in start order
 	byName map[string]*node
 
@@ -215,7 +215,7 @@ func New(cfg Config, opts ...Option) (*Lab, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	l := &Lab{cfg: cfg, log: slog.Default(), events: rec, byName: map[string]*node{}, netnsCheck: netns.Check,
+	l := &Lab{cfg: cfg, log: slog.Default(), events: labEvents{rec}, byName: map[string]*node{}, netnsCheck: netns.Check,
 		goMaxProcs: cfg.Topology.NodeGoMaxProcsSetting(runtime.NumCPU())}
 	for _, o := range opts {
 		o(l)
@@ -299,7 +299,7 @@ func (l *Lab) Close() error {
 		if err := l.net.Destroy(context.Background()); err != nil {
 			errs = append(errs, fmt.Errorf("lab: removing the namespace network: %w", err))
 		} else {
-			l.events.Emit("netns_down", map[string]any{"bridge": l.net.Bridge})
+			l.events.Record(obs.NetnsDown{Bridge: l.net.Bridge})
 		}
 		l.net = nil
 	}
@@ -331,7 +331,7 @@ func (l *Lab) Up(ctx context.Context) error {
 	if stale := RemoveStaleCPUCgroups(); len(stale) > 0 {
 		l.log.Info("removed cpu cgroups a crashed run left behind", "cgroups", stale)
 	}
-	l.events.Emit("lab_up", map[string]any{"run_dir": l.cfg.RunDir, "nodes": l.runNames()})
+	l.events.Record(obs.LabUp{RunDir: l.cfg.RunDir, Nodes: l.runNames()})
 	if err := l.applyLinks(ctx); err != nil {
 		return err
 	}
@@ -361,7 +361,7 @@ func (l *Lab) Run(ctx context.Context) error {
 // period).
 func (l *Lab) Down() error {
 	l.stopSampler()
-	l.events.Emit("lab_down", nil)
+	l.events.Record(obs.LabDown{})
 	var errs []error
 	for i := len(l.nodes) - 1; i >= 0; i-- {
 		n := l.nodes[i]

@@ -9,6 +9,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/harness/netfault"
 	"github.com/imslab/quasipool/internal/harness/sitenet"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // NodeDevice is the interface of a node's namespace that carries its traffic (internal/harness/netns: eth0).
@@ -74,7 +75,7 @@ func (l *Lab) ApplyNet(ctx context.Context, node, key string, spec netfault.Spec
 	if err := l.faults.Apply(ctx, node, key, spec); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	l.events.Emit("net_fault", map[string]any{"target": node, "key": key, "spec": spec.String()})
+	l.events.Record(obs.NetFault{Target: node, Key: key, Spec: spec.String()})
 	return nil
 }
 
@@ -86,7 +87,7 @@ func (l *Lab) HealNet(ctx context.Context, node, key string) error {
 	if err := l.faults.Heal(ctx, node, key); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	l.events.Emit("net_fault_heal", map[string]any{"target": node, "key": key})
+	l.events.Record(obs.NetFaultHeal{Target: node, Key: key})
 	return nil
 }
 
@@ -113,7 +114,7 @@ func (l *Lab) applyLinks(ctx context.Context) error {
 		// it into a warning) and the log, so that a run of a two-site topology is not read as a WAN measurement.
 		reason := "every node shares the host's loopback; run with --netns (root) to apply them"
 		l.log.Warn("the topology's site links are not applied", "reason", reason)
-		l.events.Emit("links_not_applied", map[string]any{"reason": reason, "links": len(l.cfg.Topology.Links())})
+		l.events.Record(obs.LinksNotApplied{Reason: reason, Links: len(l.cfg.Topology.Links())})
 		return nil
 	}
 	items, err := sitenet.Plan(l.cfg.Topology, l.NetAddrs, NodeDevice)
@@ -132,6 +133,6 @@ func (l *Lab) applyLinks(ctx context.Context) error {
 			return fmt.Errorf("lab: site link %s cannot be applied on %s: %s%s: %w", it.Link, it.Node, it.Spec, what, err)
 		}
 	}
-	l.events.Emit("links", map[string]any{"links": sitenet.Describe(l.cfg.Topology, items), "faults": len(items)})
+	l.events.Record(obs.Links{Links: sitenet.Describe(l.cfg.Topology, items), Faults: len(items)})
 	return nil
 }

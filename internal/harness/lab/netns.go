@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/imslab/quasipool/internal/harness/netns"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // createNetwork checks that namespaces can be built, creates the lab network (after removing what dead runs
@@ -49,8 +50,8 @@ func (l *Lab) addNamespaces() error {
 			return fmt.Errorf("lab: %w", err)
 		}
 	}
-	l.events.Emit("netns_up", map[string]any{"bridge": l.net.Bridge, "subnet": l.net.Subnet.String(),
-		"gateway": l.net.Gateway.String(), "id": l.net.ID})
+	l.events.Record(obs.NetnsUp{Bridge: l.net.Bridge, Subnet: l.net.Subnet.String(),
+		Gateway: l.net.Gateway.String(), ID: l.net.ID})
 	l.log.Info("namespace network created", "bridge", l.net.Bridge, "subnet", l.net.Subnet.String())
 	return nil
 }

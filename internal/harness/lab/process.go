@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/imslab/quasipool/internal/harness/netns"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/topology"
 )
 
@@ -165,8 +166,8 @@ func (l *Lab) start(ctx context.Context, n *node) error {
 	n.mu.Lock()
 	n.proc, n.paused = p, false
 	n.mu.Unlock()
-	l.events.Emit("node_start", map[string]any{"target": n.Name, "node_kind": string(n.Kind), "pid": p.pid,
-		"gomaxprocs": l.goMaxProcs})
+	l.events.Record(obs.NodeStart{Target: n.Name, NodeKind: string(n.Kind), PID: p.pid,
+		GoMaxProcs: l.goMaxProcs})
 	l.log.Info("node started", "target", n.Name, "pid", p.pid)
 	go l.reap(n, p)
 
@@ -180,7 +181,7 @@ func (l *Lab) start(ctx context.Context, n *node) error {
 	p.ready = true
 	p.mu.Unlock()
 	ms := time.Since(p.started).Milliseconds()
-	l.events.Emit("node_ready", map[string]any{"target": n.Name, "pid": p.pid, "ready_ms": ms})
+	l.events.Record(obs.NodeReady{Target: n.Name, PID: p.pid, ReadyMs: ms})
 	l.log.Info("node ready", "target", n.Name, "pid", p.pid, "ready_ms", ms)
 	return nil
 }
@@ -193,14 +194,12 @@ func (l *Lab) reap(n *node, p *process) {
 	expected := p.expected
 	p.mu.Unlock()
 	p.log.Close()
-	f := map[string]any{"target": n.Name, "pid": p.pid, "expected": expected,
-		"uptime_ms": time.Since(p.started).Milliseconds(), "status": p.state.String()}
-	code := p.state.ExitCode()
-	f["exit_code"] = code
+	ev := obs.NodeExit{Target: n.Name, PID: p.pid, Expected: expected,
+		UptimeMs: time.Since(p.started).Milliseconds(), Status: p.state.String(), ExitCode: p.state.ExitCode()}
 	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		f["signal"] = unixSignalName(ws.Signal())
+		ev.Signal = unixSignalName(ws.Signal())
 	}
-	l.events.Emit("node_exit", f)
+	l.events.Record(ev)
 	if expected {
 		l.log.Info("node exited", "target", n.Name, "pid", p.pid, "status", p.state.String())
 	} else {
@@ -252,7 +251,7 @@ func (l *Lab) stop(n *node, graceful bool, fault string) error {
 		return fmt.Errorf("lab: stop %s: %w", n.Name, err)
 	}
 	if fault != "" {
-		l.events.Emit("fault", map[string]any{"fault": fault, "target": n.Name, "pid": p.pid})
+		l.events.Record(obs.Fault{Fault: fault, Target: n.Name, PID: p.pid})
 	}
 	p.expect()
 	n.mu.Lock()
@@ -303,7 +302,7 @@ func (l *Lab) freeze(name string, pause bool) error {
 	if err != nil {
 		return fmt.Errorf("lab: %s %s: %w", fault, name, err)
 	}
-	l.events.Emit("fault", map[string]any{"fault": fault, "target": name, "pid": p.pid})
+	l.events.Record(obs.Fault{Fault: fault, Target: name, PID: p.pid})
 	if err := p.signal(sig); err != nil {
 		return fmt.Errorf("lab: %s %s: %w", fault, name, err)
 	}
@@ -326,7 +325,7 @@ func (l *Lab) Restart(ctx context.Context, name string) error {
 	if p, err := n.current(); err == nil {
 		pid = p.pid
 	}
-	l.events.Emit("fault", map[string]any{"fault": "restart", "target": name, "pid": pid})
+	l.events.Record(obs.Fault{Fault: "restart", Target: name, PID: pid})
 	if err := l.stop(n, true, ""); err != nil && !errors.Is(err, ErrNotRunning) {
 		return err
 	}

@@ -3,6 +3,7 @@ package lab
 import (
 	"time"
 
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/prometheus/procfs"
 )
 
@@ -37,8 +38,8 @@ func (l *Lab) sampleResources(stop <-chan struct{}) {
 			if err != nil {
 				continue // it ended between the check and the read
 			}
-			l.events.Emit("resource", map[string]any{"target": n.Name, "pid": p.pid,
-				"cpu_s": st.CPUTime(), "rss_bytes": st.ResidentMemory()})
+			l.events.Record(obs.Resource{Target: n.Name, PID: p.pid,
+				CPUS: st.CPUTime(), RSSBytes: st.ResidentMemory()})
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/imslab/quasipool/internal/harness/netfault"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/topology"
 )
 
@@ -352,7 +353,7 @@ type NetLab interface {
 
 // EventRecorder records an event in the lab's events (events/lab.jsonl).
 type EventRecorder interface {
-	Event(kind string, fields map[string]any)
+	Event(ev obs.Event)
 }
 
 // defaultTarget is the target of a kind whose target may be left out (the HSS, the DNS).
@@ -474,7 +475,7 @@ func (in *Injector) runFault(ctx context.Context, i int, onErr func(error)) {
 	nodes := f.targetNodes()
 	in.setActive(i, true)
 	if k.Records {
-		in.record("fault", f, nodes)
+		in.record(false, f, nodes)
 	}
 	if k.Run != nil {
 		err := k.Run(ctx, in.lab, f, nodes[0], func(off time.Duration) bool { return sleepUntil(ctx, in.t0.Add(off)) })
@@ -484,7 +485,7 @@ func (in *Injector) runFault(ctx context.Context, i int, onErr func(error)) {
 			return
 		}
 		if ctx.Err() == nil {
-			in.record("fault_heal", f, nodes)
+			in.record(true, f, nodes)
 		}
 		return
 	}
@@ -510,7 +511,7 @@ func (in *Injector) runFault(ctx context.Context, i int, onErr func(error)) {
 		return
 	}
 	if k.Records {
-		in.record("fault_heal", f, nodes)
+		in.record(true, f, nodes)
 	}
 }
 
@@ -532,50 +533,43 @@ func each(nodes []string, do func(string) error) error {
 	return errors.Join(errs...)
 }
 
-// record writes a fault's inject ("fault") or heal ("fault_heal") event to the lab's events, when the lab
+// record writes a fault's inject (obs.Fault) or heal (obs.FaultHeal) event to the lab's events, when the lab
 // records events.
-func (in *Injector) record(kind string, f Fault, nodes []string) {
+func (in *Injector) record(heal bool, f Fault, nodes []string) {
 	r, ok := in.lab.(EventRecorder)
 	if !ok {
 		return
 	}
-	fields := map[string]any{"fault": f.Kind, "target": f.Target, "nodes": nodes}
+	ev := obs.FaultFields{Fault: f.Kind, Target: f.Target, Nodes: nodes, Mode: f.Mode}
 	if f.For > 0 {
-		fields["for_s"] = f.For.Seconds()
-	}
-	if f.Mode != "" {
-		fields["mode"] = f.Mode
+		ev.ForS = f.For.Seconds()
 	}
 	if f.Period > 0 {
-		fields["period_s"] = f.Period.Seconds()
+		ev.PeriodS = f.Period.Seconds()
 	}
 	if f.CPUPercent > 0 {
-		fields["cpu_percent"] = f.CPUPercent
+		ev.CPUPercent = f.CPUPercent
 	}
 	if f.needsNet() {
 		if len(f.Peers) > 0 {
-			fields["peers"], fields["peer_nodes"] = f.Peers, f.PeerNodes
+			ev.Peers, ev.PeerNodes = f.Peers, f.PeerNodes
 		}
-		if f.Direction != "" {
-			fields["direction"] = f.Direction
-		}
-		if f.Reject {
-			fields["reject"] = true
-		}
+		ev.Direction, ev.Reject, ev.Rate = f.Direction, f.Reject, f.Rate
 		if f.Loss > 0 {
-			fields["loss_percent"] = f.Loss
-		}
-		if f.Rate != "" {
-			fields["rate"] = f.Rate
+			ev.LossPercent = f.Loss
 		}
 		if f.Delay > 0 {
-			fields["delay_ms"] = float64(f.Delay) / 1e6
+			ev.DelayMs = float64(f.Delay) / 1e6
 		}
 		if f.DelayJitter > 0 {
-			fields["delay_jitter_ms"] = float64(f.DelayJitter) / 1e6
+			ev.DelayJitterMs = float64(f.DelayJitter) / 1e6
 		}
 	}
-	r.Event(kind, fields)
+	if heal {
+		r.Event(obs.FaultHeal(ev))
+	} else {
+		r.Event(obs.Fault(ev))
+	}
 }
 
 func (in *Injector) setActive(i int, on bool) {

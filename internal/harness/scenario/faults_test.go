@@ -2,6 +2,7 @@ package scenario_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/imslab/quasipool/internal/harness/scenario"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/topology"
 	"github.com/imslab/quasipool/topologies"
 )
@@ -21,11 +23,26 @@ type recordingLab struct {
 	events []map[string]any
 }
 
-func (r *recordingLab) Event(kind string, fields map[string]any) {
+func (r *recordingLab) Event(ev obs.Event) {
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
-	fields["kind"] = kind
+	fields := fieldsOf(ev)
+	fields["kind"] = ev.Kind()
 	r.events = append(r.events, fields)
+}
+
+// fieldsOf is ev's fields as the events file has them: by JSON name, an omitempty field that is zero left out.
+func fieldsOf(ev obs.Event) map[string]any {
+	v := reflect.ValueOf(ev)
+	m := map[string]any{}
+	for i := range v.NumField() {
+		name, opts, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if opts == "omitempty" && v.Field(i).IsZero() {
+			continue
+		}
+		m[name] = v.Field(i).Interface()
+	}
+	return m
 }
 
 func (r *recordingLab) Throttle(n string, pct int) error {

@@ -329,9 +329,9 @@ func (r *runner) run(ctx context.Context) (*Outcome, error) {
 		go func() { defer close(selfDone); sampleSelf(rec, stopSelf) }() // the phones' process (imslab memory)
 		for i, f := range sc.Faults {
 			if f.drawn { // the draw, in the lab's events beside the fault itself
-				rec.Event("fault_drawn", map[string]any{"index": i, "fault": f.Kind, "target": f.Target,
-					"planned_target": f.PlannedTarget, "at_s": f.At.Seconds(), "planned_at_s": f.PlannedAt.Seconds(),
-					"jitter_s": f.Jitter.Seconds(), "seed": seed})
+				rec.Event(obs.FaultDrawn{Index: i, Fault: f.Kind, Target: f.Target,
+					PlannedTarget: f.PlannedTarget, AtS: f.At.Seconds(), PlannedAtS: f.PlannedAt.Seconds(),
+					JitterS: f.Jitter.Seconds(), Seed: seed})
 			}
 		}
 	}
@@ -651,9 +651,9 @@ func (a *announcingLab) Restart(ctx context.Context, n string) error {
 }
 
 // Event forwards a fault's event to the lab's events.
-func (a *announcingLab) Event(kind string, fields map[string]any) {
+func (a *announcingLab) Event(ev obs.Event) {
 	if r, ok := a.Lab.(EventRecorder); ok {
-		r.Event(kind, fields)
+		r.Event(ev)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/prometheus/procfs"
 )
 
@@ -28,8 +29,8 @@ func sampleSelf(rec EventRecorder, stop <-chan struct{}) {
 		case <-t.C:
 		}
 		if st, err := proc.Stat(); err == nil {
-			rec.Event("resource", map[string]any{"target": PhonesTarget, "pid": os.Getpid(), "cpu_s": st.CPUTime(),
-				"rss_bytes": st.ResidentMemory()})
+			rec.Event(obs.Resource{Target: PhonesTarget, PID: os.Getpid(), CPUS: st.CPUTime(),
+				RSSBytes: st.ResidentMemory()})
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/imslab/quasipool/internal/harness/netfault"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/topology"
 )
 
@@ -91,8 +92,8 @@ func prefixes(nodes []string, addrs func(string) ([]netip.Addr, error)) ([]netip
 }
 
 // Describe summarises a plan for an event: per link, its parameters and how many nodes got them.
-func Describe(t *topology.Topology, items []Item) []map[string]any {
-	var out []map[string]any
+func Describe(t *topology.Topology, items []Item) []obs.SiteLink {
+	var out []obs.SiteLink
 	for _, l := range t.Links() {
 		name := LinkName(l)
 		nodes := map[string]bool{}
@@ -101,15 +102,15 @@ func Describe(t *topology.Topology, items []Item) []map[string]any {
 				nodes[it.Node] = true
 			}
 		}
-		m := map[string]any{"link": name, "nodes": len(nodes)}
+		m := obs.SiteLink{Link: name, Nodes: len(nodes)}
 		if l.Delay > 0 {
-			m["delay_ms"] = float64(l.Delay) / 1e6
+			m.DelayMs = float64(l.Delay) / 1e6
 		}
 		if l.Jitter > 0 {
-			m["jitter_ms"] = float64(l.Jitter) / 1e6
+			m.JitterMs = float64(l.Jitter) / 1e6
 		}
 		if l.Loss > 0 {
-			m["loss_percent"] = l.Loss
+			m.LossPercent = l.Loss
 		}
 		out = append(out, m)
 	}

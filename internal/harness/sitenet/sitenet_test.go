@@ -13,6 +13,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/harness/netfault"
 	"github.com/imslab/quasipool/internal/harness/sitenet"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/topology"
 )
 
@@ -79,8 +80,8 @@ var _ = Describe("site links as network faults", Label("unit"), func() {
 			}
 		}
 		d := sitenet.Describe(t, items)
-		Expect(d).To(Equal([]map[string]any{{"link": "north–south", "nodes": len(t.Nodes()), "delay_ms": 20.0,
-			"jitter_ms": 2.0, "loss_percent": 1.0}}))
+		Expect(d).To(Equal([]obs.SiteLink{{Link: "north–south", Nodes: len(t.Nodes()), DelayMs: 20.0,
+			JitterMs: 2.0, LossPercent: 1.0}}))
 	})
 
 	It("gives nothing for a topology without links or a link without impairment", func() {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // Reachability configures the reachability probes (Config.Reachability): after a fault, every affected user
@@ -144,8 +146,8 @@ func (u *UE) StartReachability(nodes []string) int {
 			users = append(users, p.impu)
 		}
 	}
-	u.events.Emit("reachability_start", map[string]any{"nodes": nodes, "users": users, "affected": affected,
-		"interval_ms": rc.Interval.Milliseconds(), "confirm": rc.Confirm})
+	u.events.Emit(obs.ReachabilityStart{Nodes: nodes, Users: users, Affected: affected,
+		IntervalMs: rc.Interval.Milliseconds(), Confirm: rc.Confirm})
 	u.log.Info("ue: reachability probes", "nodes", nodes, "users", len(users), "affected", affected,
 		"interval", rc.Interval.String())
 	if len(users) > 0 {
@@ -180,7 +182,7 @@ func (u *UE) rescueProbers(nodes []string, hit map[string]bool) {
 	for _, q := range u.probers {
 		names = append(names, q.impu)
 	}
-	u.events.Emit("prober_rescue", map[string]any{"nodes": nodes, "probers": names})
+	u.events.Emit(obs.ProberRescue{Nodes: nodes, Probers: names})
 	u.log.Warn("ue: every prober is behind the faulted nodes; the probers register again", "nodes", nodes)
 	for _, q := range u.probers {
 		if !u.goBackground(func() { u.rescueProber(q, hit) }) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/emiago/sipgo/sip"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // What a phone does with a 504 that carries the 3GPP restoration body (Config.OnRestoration504).
@@ -56,7 +57,7 @@ func (p *Phone) onRestoration(callID string, sent time.Time) {
 	if stale {
 		action = "none (registered again since)"
 	}
-	u.events.Emit("restoration_504", map[string]any{"impu": p.impu, "call_id": callID, "action": action})
+	u.events.Emit(obs.Restoration504{IMPU: p.impu, CallID: callID, Action: action})
 	if stale || u.cfg.OnRestoration504 != RestorationReregister || !p.restoring.CompareAndSwap(false, true) {
 		return
 	}

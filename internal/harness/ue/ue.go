@@ -7,6 +7,7 @@ package ue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -355,7 +356,7 @@ func (u *UE) Run(ctx context.Context) (err error) {
 	if ua, ok := u.conn.LocalAddr().(*net.UDPAddr); ok {
 		u.goBackground(func() {
 			udpbuf.Watch(runCtx, ua.Port, time.Second, func(delta, total uint64) {
-				u.events.Emit("udp_drops", map[string]any{"drops": delta, "drops_total": total})
+				u.events.Emit(obs.UDPDrops{Drops: delta, DropsTotal: total})
 			})
 		})
 	}
@@ -364,8 +365,8 @@ func (u *UE) Run(ctx context.Context) (err error) {
 	}
 	s := u.Summary()
 	u.log.Info("ue ready", "addr", u.Addr(), "proxy", u.proxy, "registered", s.InitialOK, "failed", s.InitialFailed)
-	u.events.Emit("node_ready", map[string]any{"addr": u.Addr(), "proxy": u.proxy, "phones": len(u.phones),
-		"registered": s.InitialOK, "failed": s.InitialFailed, "seed": u.seed})
+	u.events.Emit(obs.NodeReady{Addr: u.Addr(), Proxy: u.proxy, Phones: len(u.phones),
+		Registered: s.InitialOK, Failed: s.InitialFailed, Seed: u.seed})
 	close(u.ready)
 	if !u.cfg.Manual && u.cfg.CallRate > 0 {
 		u.goBackground(func() { u.generateCalls(runCtx) })
@@ -409,7 +410,9 @@ func (u *UE) Run(ctx context.Context) (err error) {
 	s = u.Summary()
 	u.log.Info("ue stopped", "registered", s.Registered, "initial_ok", s.InitialOK, "initial_failed", s.InitialFailed,
 		"calls_ok", s.CallsOK, "calls_failed", s.CallsFailed, "mt_ok", s.MTOK, "mt_failed", s.MTFailed)
-	u.events.Emit("node_stopped", map[string]any{"summary": s})
+	if b, err := json.Marshal(s); err == nil { // a summary that does not encode was never recorded
+		u.events.Emit(obs.NodeStopped{Summary: b})
+	}
 	return sockErr
 }
 

@@ -208,8 +208,8 @@ func (n *Node) refuse(r *sipx.Request, reason string) {
 		n.core.Refuse(r, reason)
 		return
 	}
-	n.rec.Emit("refused", map[string]any{"reason": reason, "method": string(r.Req.Method), "call_id": sipx.CallID(r.Req),
-		"peer": r.Source(), "role": r.Role.String()})
+	n.rec.Emit(obs.Refused{Reason: reason, Method: string(r.Req.Method), CallID: sipx.CallID(r.Req),
+		Peer: r.Source(), Role: r.Role.String()})
 	n.log.Info("refused", "reason", reason, "method", string(r.Req.Method), "call_id", sipx.CallID(r.Req), "peer", r.Source())
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // onRegister forwards a phone's REGISTER, by the pool record on a first registration and by the per-host record
@@ -79,7 +80,7 @@ func (n *Node) onRegister(s side, r *sipx.Request) {
 			n.tab.remove(token)
 		}
 		if registered && prev.PCSCF != "" && o.Target.Name != prev.PCSCF {
-			n.rec.Emit("pcscf_change", map[string]any{"impu": b.IMPU, "from": prev.PCSCF, "to": o.Target.Name, "method": "REGISTER"})
+			n.rec.Emit(obs.PCSCFChange{IMPU: b.IMPU, From: prev.PCSCF, To: o.Target.Name, Method: "REGISTER"})
 		}
 	}
 	n.core.Finish(r.Tx, req, o)
@@ -87,8 +88,8 @@ func (n *Node) onRegister(s side, r *sipx.Request) {
 
 // overloaded answers a registration beyond MaxPhones 503 with Retry-After and records it.
 func (n *Node) overloaded(r *sipx.Request, token string) {
-	n.rec.Emit("refused", map[string]any{"reason": "max_phones", "status": 503, "method": string(r.Req.Method),
-		"call_id": sipx.CallID(r.Req), "peer": r.Source(), "role": r.Role.String(), "max_phones": n.cfg.MaxPhones})
+	n.rec.Emit(obs.Refused{Reason: "max_phones", Status: 503, Method: string(r.Req.Method),
+		CallID: sipx.CallID(r.Req), Peer: r.Source(), Role: r.Role.String(), MaxPhones: n.cfg.MaxPhones})
 	n.log.Warn("binding table full", "max_phones", n.cfg.MaxPhones, "peer", r.Source(), "call_id", sipx.CallID(r.Req))
 	r.Reply(n.core, 503, "Service Unavailable (too many phones)", sip.NewHeader("Retry-After", strconv.Itoa(RetryAfter)))
 }

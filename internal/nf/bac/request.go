@@ -6,6 +6,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/runtime/overload"
 )
 
@@ -53,7 +54,7 @@ func (n *Node) fromPhone(r *sipx.Request) {
 	o := n.core.Fwd.Forward(r.Ctx, r.Tx, out, sipx.SRVHop(b.PCSCF), sipx.WithResponseHook(ct.seen))
 	ct.report(n.access.EP.Overload, o)
 	if o.Target.Name != "" && o.Target.Name != b.PCSCF && o.Final != nil {
-		n.rec.Emit("pcscf_change", map[string]any{"impu": b.IMPU, "from": b.PCSCF, "to": o.Target.Name, "method": string(r.Req.Method)})
+		n.rec.Emit(obs.PCSCFChange{IMPU: b.IMPU, From: b.PCSCF, To: o.Target.Name, Method: string(r.Req.Method)})
 	}
 	n.core.Finish(r.Tx, r.Req, o)
 }

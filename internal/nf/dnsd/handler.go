@@ -4,6 +4,7 @@ import (
 	"net"
 	"slices"
 
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/miekg/dns"
 )
 
@@ -25,14 +26,14 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	m := s.zone.Load().answer(r, udp)
 	s.count(m)
 	if s.cfg.QueryEvents {
-		f := map[string]any{"rcode": dns.RcodeToString[m.Rcode]}
+		ev := obs.DNSQuery{Rcode: dns.RcodeToString[m.Rcode]}
 		if len(r.Question) == 1 {
-			f["name"], f["qtype"] = r.Question[0].Name, dns.TypeToString[r.Question[0].Qtype]
+			ev.Name, ev.QType = r.Question[0].Name, dns.TypeToString[r.Question[0].Qtype]
 		}
 		if a := w.RemoteAddr(); a != nil {
-			f["peer"] = a.String()
+			ev.Peer = a.String()
 		}
-		s.events.Emit("dns_query", f)
+		s.events.Emit(ev)
 	}
 	if err := w.WriteMsg(m); err != nil {
 		s.log.Debug("dns write", "err", err)

@@ -143,7 +143,7 @@ func (s *Server) Run(ctx context.Context) error {
 		close(s.ready)
 		z := s.zone.Load()
 		s.log.Info("dnsd ready", "addr", s.Addr(), "zone", z.src.Origin, "records", z.count, "ttl", z.src.TTL)
-		s.events.Emit("node_ready", map[string]any{"addr": s.Addr(), "zone": z.src.Origin, "records": z.count})
+		s.events.Emit(obs.NodeReady{Addr: s.Addr(), Zone: z.src.Origin, Records: z.count})
 		select {
 		case <-ctx.Done():
 		case first = <-errc:
@@ -162,7 +162,7 @@ func (s *Server) Run(ctx context.Context) error {
 	_ = s.pc.Close()
 	_ = s.ln.Close()
 	st := s.Stats()
-	s.events.Emit("dns_stats", st.fields())
+	s.events.Emit(st.event())
 	s.log.Info("dnsd stopped", "queries", st.Queries)
 	return first
 }
@@ -259,12 +259,14 @@ func (s *Server) swap(z topology.Zone, op string, r *topology.Record) error {
 		return err
 	}
 	s.zone.Store(c)
-	f := map[string]any{"op": op, "serial": serial, "records": c.count}
+	ev := obs.DNSChange{Op: op, Serial: serial, Records: c.count}
+	var record any // the log's record=<nil> for a change without one, as before
 	if r != nil {
-		f["record"] = r.String()
+		ev.Record = r.String()
+		record = ev.Record
 	}
-	s.events.Emit("dns_change", f)
-	s.log.Info("zone changed", "op", op, "record", f["record"], "serial", serial, "records", c.count)
+	s.events.Emit(ev)
+	s.log.Info("zone changed", "op", op, "record", record, "serial", serial, "records", c.count)
 	return nil
 }
 
@@ -273,9 +275,9 @@ type Stats struct {
 	Queries, NoError, NXDomain, Refused, Other, Malformed, Panics uint64
 }
 
-func (st Stats) fields() map[string]any {
-	return map[string]any{"queries": st.Queries, "noerror": st.NoError, "nxdomain": st.NXDomain,
-		"refused": st.Refused, "other": st.Other, "malformed": st.Malformed}
+func (st Stats) event() obs.DNSStats {
+	return obs.DNSStats{Queries: st.Queries, NoError: st.NoError, NXDomain: st.NXDomain,
+		Refused: st.Refused, Other: st.Other, Malformed: st.Malformed}
 }
 
 type counters struct {

@@ -141,7 +141,7 @@ func (n *Node) Run(ctx context.Context) error {
 	close(n.ready)
 	n.log.Info("hss ready", "diameter", n.DiameterAddr(), "http", n.HTTPAddr(), "data_dir", n.cfg.DataDir,
 		"origin_host", n.cfg.OriginHost)
-	n.events.Emit("node_ready", map[string]any{"diameter": n.DiameterAddr(), "http": n.HTTPAddr()})
+	n.events.Emit(obs.NodeReady{Diameter: n.DiameterAddr(), HTTP: n.HTTPAddr()})
 
 	var first error
 	select {
@@ -196,32 +196,18 @@ func (n *Node) provision(ctx context.Context, db *store.DB) error {
 
 func (n *Node) observe(x cx.Exchange) {
 	n.metrics.observe(x)
-	f := map[string]any{
-		"cmd": x.Command, "result": x.Result.Code, "experimental": x.Result.Experimental,
-		"latency_us": x.Duration.Microseconds(), "peer": x.Peer,
-	}
-	if x.SessionID != "" {
-		f["session_id"] = x.SessionID
-	}
-	if x.UserName != "" {
-		f["impi"] = x.UserName
-	}
-	if x.PublicIdentity != "" {
-		f["impu"] = x.PublicIdentity
-	}
+	ev := obs.CxAnswer{Cmd: x.Command, Result: x.Result.Code, Experimental: x.Result.Experimental,
+		LatencyUs: x.Duration.Microseconds(), Peer: x.Peer, SessionID: x.SessionID, IMPI: x.UserName,
+		IMPU: x.PublicIdentity, ServerName: x.ServerName, Error: x.Error}
 	if x.AuthType != nil {
-		f["uat"] = int(*x.AuthType)
+		uat := int(*x.AuthType)
+		ev.UAT = &uat
 	}
 	if x.AssignmentType != nil {
-		f["sat"] = int(*x.AssignmentType)
+		sat := int(*x.AssignmentType)
+		ev.SAT = &sat
 	}
-	if x.ServerName != "" {
-		f["server_name"] = x.ServerName
-	}
-	if x.Error != "" {
-		f["error"] = x.Error
-	}
-	n.events.Emit("cx_answer", f)
+	n.events.Emit(ev)
 	n.log.Debug("cx answered", "cmd", x.Command, "peer", x.Peer, "session_id", x.SessionID, "impi", x.UserName,
 		"impu", x.PublicIdentity, "result_code", x.Result.Label(), "latency", x.Duration)
 }
@@ -243,17 +229,8 @@ func (n *Node) httpHosts() []string {
 // refused records a refused Cx connection or request (event cx_refused, counter hss_cx_refused_total).
 func (n *Node) refused(r cx.Refusal) {
 	n.metrics.refused.WithLabelValues(r.Reason).Inc()
-	f := map[string]any{"peer": r.Peer, "remote": r.Remote, "reason": r.Reason}
-	if r.Command != "" {
-		f["cmd"] = r.Command
-	}
-	if r.Result.Code != 0 {
-		f["result"] = r.Result.Code
-	}
-	if r.Detail != "" {
-		f["error"] = r.Detail
-	}
-	n.events.Emit("cx_refused", f)
+	n.events.Emit(obs.CxRefused{Peer: r.Peer, Remote: r.Remote, Reason: r.Reason, Cmd: r.Command,
+		Result: r.Result.Code, Error: r.Detail})
 }
 
 func decodeRestoration(raw []byte) (any, error) { return cx.DecodeRestorationRaw(raw) }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // cxTimeout bounds one UAR or LIR.
@@ -77,8 +78,8 @@ func (n *Node) selectAndForward(r *sipx.Request, s selection) {
 				n.cxFail(r, s.cmd, err)
 				return
 			}
-			n.rec.Emit("reselect", map[string]any{"impu": s.impu, "cmd": s.cmd, "uat": 2, "tried": keys(tried),
-				"call_id": sipx.CallID(r.Req)})
+			n.rec.Emit(obs.Reselect{IMPU: s.impu, Cmd: s.cmd, UAT: 2, Tried: keys(tried),
+				CallID: sipx.CallID(r.Req)})
 			order = n.candidates(r.Ctx, caps, tried, s.impu, firstTried(stored, tried))
 			if s.markRestore && !slices.Contains(flags, sipx.ParamRestore+"=1") {
 				flags = append(flags, sipx.ParamRestore+"=1")

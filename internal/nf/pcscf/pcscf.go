@@ -355,8 +355,8 @@ func (n *Node) terminating(ctx context.Context, r *sipx.Request, req, out *sip.R
 	if !*n.cfg.Restore && !n.knowsCallee(req) {
 		// Without restoration a P-CSCF cannot reach a phone that did not register through it (or a peer that
 		// replicates to it): the callee is unreachable until it registers again.
-		n.rec.Emit("refused", map[string]any{"direction": "mt", "call_id": sipx.CallID(req), "method": string(req.Method),
-			"reason": "not_registered_here"})
+		n.rec.Emit(obs.Refused{Direction: "mt", CallID: sipx.CallID(req), Method: string(req.Method),
+			Reason: "not_registered_here"})
 		n.px.Respond(stx, req, 480, "Temporarily Unavailable (not registered here)")
 		return
 	}
@@ -413,7 +413,7 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 		return
 	}
 	sipx.PrependRoute(out, sipx.RouteURI("", n.cfg.ICSCF, sipx.ParamOrig, sipx.ParamRestore+"=1"))
-	n.rec.Emit("restore", map[string]any{"impu": identity, "reason": reason, "call_id": sipx.CallID(req), "method": string(req.Method)})
+	n.rec.Emit(obs.Restore{IMPU: identity, Reason: reason, CallID: sipx.CallID(req), Method: string(req.Method)})
 	n.px.Finish(stx, req, n.px.Fwd.Forward(ctx, stx, out, sipx.SRVHop(n.cfg.ICSCF)))
 }
 

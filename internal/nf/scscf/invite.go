@@ -8,6 +8,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // onRequest routes every request but REGISTER, ACK and OPTIONS: in-dialog requests by their Route set, initial
@@ -57,8 +58,8 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 	if b == nil {
 		if !*n.cfg.Restore {
 			// TS 24.229 §5.4.3.2 with restoration not supported: no registration here, the UE must register again.
-			n.rec.Emit("refused", map[string]any{"direction": "mo", "impu": served, "call_id": sipx.CallID(req),
-				"method": string(req.Method), "reason": "not_registered_here"})
+			n.rec.Emit(obs.Refused{Direction: "mo", IMPU: served, CallID: sipx.CallID(req),
+				Method: string(req.Method), Reason: "not_registered_here"})
 			n.px.RespondRestoration(stx, req, sipx.ReasonNotRegisteredHere)
 			return
 		}
@@ -147,8 +148,8 @@ func (n *Node) restore(ctx context.Context, impu, direction string, marked bool)
 		}
 	}
 	n.store(b)
-	n.rec.Emit("takeover", map[string]any{"impu": impu, "impi": b.IMPI, "direction": direction, "restore_marker": marked,
-		"path": ri.Path, "latency_us": n.now().Sub(start).Microseconds()})
+	n.rec.Emit(obs.Takeover{IMPU: impu, IMPI: b.IMPI, Direction: direction, RestoreMarker: marked,
+		Path: ri.Path, LatencyUs: n.now().Sub(start).Microseconds()})
 	n.log.Info("user taken over from the HSS restoration info", "impu", impu, "impi", b.IMPI, "direction", direction)
 	return b
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // onRegister is the registrar: SIP Digest with MAR, then SAR with the restoration info (TS 24.229 §5.4.1).
@@ -83,7 +84,7 @@ func (n *Node) onRegister(r *sipx.Request) {
 		if fails >= 2 {
 			_, _ = n.hss.ServerAssignment(ctx, &cx.SAR{UserName: impi, PublicIdentities: []string{impu},
 				ServerName: n.cfg.ServerName(), AssignmentType: cx.SATAuthenticationFailure, UserDataAlreadyAvailable: true})
-			n.rec.Emit("registration", map[string]any{"impu": impu, "impi": impi, "event": "auth_failed"})
+			n.rec.Emit(obs.Registration{IMPU: impu, IMPI: impi, Event: "auth_failed"})
 			n.px.Respond(stx, req, 403, "Forbidden")
 			return
 		}
@@ -262,7 +263,7 @@ func (n *Node) register(ctx context.Context, stx sip.ServerTransaction, req *sip
 			n.cxFailure(stx, req, "SAR", impi, err)
 			return
 		}
-		n.rec.Emit("registration", map[string]any{"impu": impu, "impi": impi, "event": "deregistered", "call_id": sipx.CallID(req)})
+		n.rec.Emit(obs.Registration{IMPU: impu, IMPI: impi, Event: "deregistered", CallID: sipx.CallID(req)})
 		res := sip.NewResponseFromRequest(req, 200, "OK", nil)
 		_ = stx.Respond(res)
 		return
@@ -317,8 +318,8 @@ func (n *Node) register(ctx context.Context, stx sip.ServerTransaction, req *sip
 	if sat == cx.SATReRegistration {
 		event = "reregistered"
 	}
-	n.rec.Emit("registration", map[string]any{"impu": impu, "impi": impi, "event": event, "expires_s": int(exp.Seconds()),
-		"call_id": b.CallID, "path": strings.Join(path, ",")})
+	n.rec.Emit(obs.Registration{IMPU: impu, IMPI: impi, Event: event, ExpiresS: int(exp.Seconds()),
+		CallID: b.CallID, Path: strings.Join(path, ",")})
 
 	res := sip.NewResponseFromRequest(req, 200, "OK", nil)
 	cu.UriParams = cu.UriParams.Clone()

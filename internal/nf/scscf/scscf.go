@@ -204,7 +204,7 @@ func (n *Node) expire(ctx context.Context) {
 		_, err := n.hss.ServerAssignment(cctx, &cx.SAR{UserName: b.IMPI, PublicIdentities: b.IMPUs[:1],
 			ServerName: n.cfg.ServerName(), AssignmentType: cx.SATTimeoutDeregistration, UserDataAlreadyAvailable: true})
 		cancel()
-		n.rec.Emit("registration", map[string]any{"impu": b.IMPUs[0], "impi": b.IMPI, "event": "expired"})
+		n.rec.Emit(obs.Registration{IMPU: b.IMPUs[0], IMPI: b.IMPI, Event: "expired"})
 		if err != nil {
 			n.log.Warn("sar timeout deregistration", "impi", b.IMPI, "err", err)
 		}

@@ -539,14 +539,8 @@ func (f *Forwarder) record(out *sip.Request, t pool.Target, status int, start ti
 	if f.rec == nil {
 		return
 	}
-	fields := map[string]any{
-		"method": string(out.Method), "call_id": callID(out), "peer": t.Name, "addr": t.Addr,
-		"status": status, "latency_us": time.Since(start).Microseconds(),
-	}
-	if failure != "" {
-		fields["failure"] = failure
-	}
-	f.rec.Emit("sip_tx", fields)
+	f.rec.Emit(obs.SIPTx{Method: string(out.Method), CallID: callID(out), Peer: t.Name, Addr: t.Addr,
+		Status: status, LatencyUs: time.Since(start).Microseconds(), Failure: failure})
 }
 
 func callID(m sip.Message) string {

@@ -145,8 +145,8 @@ func (r *Request) Reply(p *Proxy, code int, reason string, hdrs ...sip.Header) {
 // Refuse answers 403 to a request the node does not accept from this sender and records it as a "refused"
 // event (reason, method, call_id, the sender's address and role), so reports can count the refusals.
 func (p *Proxy) Refuse(r *Request, reason string) {
-	p.Rec.Emit("refused", map[string]any{"reason": reason, "method": string(r.Req.Method), "call_id": callID(r.Req),
-		"peer": r.Source(), "role": r.Role.String()})
+	p.Rec.Emit(obs.Refused{Reason: reason, Method: string(r.Req.Method), CallID: callID(r.Req),
+		Peer: r.Source(), Role: r.Role.String()})
 	p.Log.Info("refused", "reason", reason, "method", string(r.Req.Method), "call_id", callID(r.Req), "peer", r.Source(),
 		"role", r.Role.String())
 	p.Respond(r.Tx, r.Req, 403, "Forbidden ("+reason+")")
@@ -154,8 +154,8 @@ func (p *Proxy) Refuse(r *Request, reason string) {
 
 // RefuseAck records a refused ACK (no answer is possible: it is dropped).
 func (p *Proxy) RefuseAck(r *Request, reason string) {
-	p.Rec.Emit("refused", map[string]any{"reason": reason, "method": string(r.Req.Method), "call_id": callID(r.Req),
-		"peer": r.Source(), "role": r.Role.String()})
+	p.Rec.Emit(obs.Refused{Reason: reason, Method: string(r.Req.Method), CallID: callID(r.Req),
+		Peer: r.Source(), Role: r.Role.String()})
 	p.Log.Info("ack dropped", "reason", reason, "call_id", callID(r.Req), "peer", r.Source(), "role", r.Role.String())
 }
 
@@ -367,7 +367,7 @@ func (p *Proxy) recover(req *sip.Request, stx sip.ServerTransaction) {
 	}
 	p.Log.Error("sip handler panic", "method", string(req.Method), "call_id", callID(req), "panic", fmt.Sprint(v),
 		"stack", string(debug.Stack()))
-	p.Rec.Emit("sip_panic", map[string]any{"method": string(req.Method), "call_id": callID(req), "panic": fmt.Sprint(v)})
+	p.Rec.Emit(obs.SIPPanic{Method: string(req.Method), CallID: callID(req), Panic: fmt.Sprint(v)})
 	if stx != nil {
 		p.Respond(stx, req, 500, "Server Internal Error")
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/emiago/sipgo/sip"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
 // ContentType3GPPIMS is the MIME type of the 3GPP IM CN subsystem XML body (TS 24.229 §7.6).
@@ -34,7 +35,7 @@ func (p *Proxy) RespondRestoration(stx sip.ServerTransaction, req *sip.Request, 
 	res := sip.NewResponseFromRequest(req, 504, "Server Time-out", RestorationBody(reason))
 	ct := sip.ContentTypeHeader(ContentType3GPPIMS)
 	res.AppendHeader(&ct)
-	p.Rec.Emit("restoration_504", map[string]any{"call_id": CallID(req), "method": string(req.Method), "reason": reason})
+	p.Rec.Emit(obs.Restoration504{CallID: CallID(req), Method: string(req.Method), Reason: reason})
 	if err := stx.Respond(res); err != nil {
 		p.Log.Debug("respond", "call_id", CallID(req), "method", string(req.Method), "status", 504, "err", err)
 	}

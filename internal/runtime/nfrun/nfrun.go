@@ -223,7 +223,9 @@ func (s *Stack) Run(ctx context.Context, node Runner) error {
 		}
 	}
 	s.Log.Info(s.Cfg.Name+" ready", "sip", s.EP.Addr, "host", s.Cfg.FQDN, "kind", string(s.Cfg.Kind))
-	s.Rec.Emit("node_ready", map[string]any{"sip": s.EP.Addr, "kind": string(s.Cfg.Kind)})
+	// The node's kind was once written here as a field "kind", which the envelope's kind always overwrote:
+	// it never reached the file, and the node's name says it.
+	s.Rec.Emit(obs.NodeReady{SIP: s.EP.Addr})
 	err := g.Wait()
 	s.Log.Info(s.Cfg.Name + " stopped")
 	return err
@@ -362,10 +364,10 @@ func ReportOverload(ctx context.Context, c *overload.Controller, rec *obs.Record
 		}
 		st := c.Stats()
 		if st.Shed != last.Shed || (last.ShedShare > 0) != (st.ShedShare > 0) || (last.ChainLimit > 0) != (st.ChainLimit > 0) {
-			rec.Emit("overload", map[string]any{"shed": st.Shed - last.Shed, "admitted": st.Admitted - last.Admitted,
-				"shed_total": st.Shed, "in_flight": st.InFlight, "lag_ms": float64(st.Lag.Microseconds()) / 1000,
-				"shed_share": st.ShedShare, "shed_chain": st.ShedChain - last.ShedChain,
-				"chain_ms": float64(st.Chain.Microseconds()) / 1000, "chain_limit": st.ChainLimit})
+			rec.Emit(obs.Overload{Shed: st.Shed - last.Shed, Admitted: st.Admitted - last.Admitted,
+				ShedTotal: st.Shed, InFlight: st.InFlight, LagMs: float64(st.Lag.Microseconds()) / 1000,
+				ShedShare: st.ShedShare, ShedChain: st.ShedChain - last.ShedChain,
+				ChainMs: float64(st.Chain.Microseconds()) / 1000, ChainLimit: st.ChainLimit})
 		}
 		last = st
 	}
@@ -386,7 +388,7 @@ func ReportStale(ctx context.Context, r *pool.DNSResolver, rec *obs.Recorder) {
 		case <-t.C:
 		}
 		if n := r.StaleServed(); n != last {
-			rec.Emit("dns_stale", map[string]any{"served": n - last, "served_total": n, "queries_total": r.Queries()})
+			rec.Emit(obs.DNSStale{Served: n - last, ServedTotal: n, QueriesTotal: r.Queries()})
 			last = n
 		}
 	}
@@ -406,7 +408,7 @@ func ReportDrops(ctx context.Context, addr string, rec *obs.Recorder) {
 		return
 	}
 	udpbuf.Watch(ctx, p, time.Second, func(delta, total uint64) {
-		rec.Emit("udp_drops", map[string]any{"drops": delta, "drops_total": total})
+		rec.Emit(obs.UDPDrops{Drops: delta, DropsTotal: total})
 	})
 }
 
@@ -433,8 +435,8 @@ func ReportRTT(ctx context.Context, h *pool.Health, rec *obs.Recorder, interval 
 				ms[i] = float64(d.Microseconds()) / 1000
 			}
 			slices.Sort(ms)
-			rec.Emit("peer_rtt", map[string]any{"peer": p.Name, "addr": p.Addr, "n": len(ms),
-				"min_ms": ms[0], "p50_ms": (ms[(len(ms)-1)/2] + ms[len(ms)/2]) / 2, "max_ms": ms[len(ms)-1]})
+			rec.Emit(obs.PeerRTT{Peer: p.Name, Addr: p.Addr, N: len(ms),
+				MinMs: ms[0], P50Ms: (ms[(len(ms)-1)/2] + ms[len(ms)/2]) / 2, MaxMs: ms[len(ms)-1]})
 		}
 		if done {
 			return

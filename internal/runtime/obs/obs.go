@@ -4,7 +4,6 @@
 package obs
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -49,25 +48,11 @@ func NewLogger(w io.Writer, cfg LogConfig, node string) (*slog.Logger, error) {
 	return slog.New(h).With("node", node), nil
 }
 
-// Event is one line of an events file. Fields are flattened next to the fixed keys.
-type Event struct {
-	Time   time.Time
-	Node   string
-	Kind   string
-	Fields map[string]any
-}
-
-// MarshalJSON writes {"ts": RFC3339Nano, "t_ns": unix nanoseconds, "node", "kind", fields...}.
-func (e Event) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(e.Fields)+4)
-	for k, v := range e.Fields {
-		m[k] = v
-	}
-	m["ts"] = e.Time.UTC().Format(time.RFC3339Nano)
-	m["t_ns"] = e.Time.UnixNano()
-	m["node"] = e.Node
-	m["kind"] = e.Kind
-	return json.Marshal(m)
+// Event is one event of the catalogue (catalogue.go): a type per kind, whose fields are the line's keys next to
+// the envelope (ts, t_ns, node, kind). Only the catalogue's types are events.
+type Event interface {
+	Kind() string
+	sealed()
 }
 
 // Recorder appends events as JSON lines. Each event is written with one write call and no user-space buffering,
@@ -103,9 +88,11 @@ func NewRecorder(w io.Writer, node string) *Recorder {
 	return &Recorder{w: w, node: node, now: time.Now}
 }
 
-// Emit records one event.
-func (r *Recorder) Emit(kind string, fields map[string]any) {
-	if r == nil {
+// Emit records one event: {"ts": RFC3339Nano, "t_ns": unix nanoseconds, "node", "kind", the event's fields...},
+// keys in sorted order, values encoded as encoding/json does. An event whose value cannot be encoded (a NaN) is
+// not recorded.
+func (r *Recorder) Emit(ev Event) {
+	if r == nil || ev == nil {
 		return
 	}
 	bp := lineBufs.Get().(*[]byte)
@@ -114,7 +101,7 @@ func (r *Recorder) Emit(kind string, fields map[string]any) {
 			lineBufs.Put(bp)
 		}
 	}()
-	b, err := appendEvent((*bp)[:0], r.now(), r.node, kind, fields)
+	b, err := AppendEvent((*bp)[:0], r.now(), r.node, ev)
 	if err != nil {
 		return
 	}

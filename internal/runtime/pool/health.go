@@ -498,7 +498,7 @@ func (h *Health) panicLocked(targets []Target) {
 	}
 	slices.Sort(names)
 	h.log.Warn("every member down: trying them all (panic routing)", "members", names, "requests", h.panicN)
-	h.rec.Emit("pool_panic", map[string]any{"members": names, "requests": h.panicN})
+	h.rec.Emit(obs.PoolPanic{Members: names, Requests: h.panicN})
 	h.panicAt, h.panicN = now, 0
 }
 
@@ -694,7 +694,7 @@ func (h *Health) setLocked(p *peer, down bool, reason string, now time.Time) {
 		lvl = slog.LevelWarn
 	}
 	h.log.Log(context.Background(), lvl, "peer "+state, "peer", p.name, "addr", p.addr, "state", state, "reason", reason)
-	h.rec.Emit("peer_state", map[string]any{"peer": p.name, "addr": p.addr, "state": state, "reason": reason})
+	h.rec.Emit(obs.PeerState{Peer: p.name, Addr: p.addr, State: state, Reason: reason})
 }
 
 func stateName(down bool) string {

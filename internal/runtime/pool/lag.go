@@ -92,7 +92,7 @@ func (m *LagMonitor) record(at time.Time, lag time.Duration) {
 	}
 	m.mu.Unlock()
 	if emit && m.rec != nil {
-		m.rec.Emit("self_lag", map[string]any{"lag_ms": lag.Milliseconds()})
+		m.rec.Emit(obs.SelfLag{LagMs: lag.Milliseconds()})
 	}
 }
 

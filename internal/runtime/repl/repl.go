@@ -347,18 +347,15 @@ func (r *Replicator) refuse(c net.Conn, from, reason string) {
 	if !emit {
 		return
 	}
-	f := map[string]any{"remote": remote, "reason": reason}
 	attrs := []any{"peer", remote, "reason", reason}
 	if from != "" {
-		f["from"] = from
 		attrs = append(attrs, "from", from)
 	}
 	if suppressed > 0 {
-		f["suppressed"] = suppressed
 		attrs = append(attrs, "suppressed", suppressed)
 	}
 	r.log.Warn("repl: connection refused", attrs...)
-	r.rec.Emit("repl_refused", f)
+	r.rec.Emit(obs.ReplRefused{Remote: remote, Reason: reason, From: from, Suppressed: suppressed})
 }
 
 // serve reads one incoming connection from ip (already known to be a peer's address) until it ends, is idle
@@ -398,7 +395,7 @@ func (r *Replicator) serve(ctx context.Context, c net.Conn, ip netip.Addr) {
 			return
 		}
 		speaker = p
-		r.rec.Emit("repl_recv", map[string]any{"peer": m.From, "op": m.Op, "bytes": len(line) + 1})
+		r.rec.Emit(obs.ReplRecv{Peer: m.From, Op: m.Op, Bytes: len(line) + 1})
 		switch m.Op {
 		case OpHello:
 			// The peer started (empty): a full copy of our state to it, at its configured address (Key is the
@@ -553,7 +550,7 @@ func (r *Replicator) send(p *peerConn, m Message) {
 			p.conn = nil // a stale connection (the peer restarted): dial again once
 			continue
 		}
-		r.rec.Emit("repl_send", map[string]any{"peer": addr, "bytes": len(b), "op": m.Op, "key": m.Key})
+		r.rec.Emit(obs.ReplSend{Peer: addr, Bytes: len(b), Op: m.Op, Key: m.Key})
 		return
 	}
 }
