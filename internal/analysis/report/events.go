@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,8 +16,8 @@ import (
 const FileEvents = "events.jsonl"
 
 // writeMergedEvents merges events/*.jsonl into <runDir>/events.jsonl, ordered by t_ns, lines kept verbatim. A line
-// without a readable t_ns (torn by a kill) cannot be placed and is left out here; loadRun has already reported it
-// as an event error (summary.json events.error_lines).
+// without a readable t_ns (torn by a kill) cannot be placed in time: it goes to the end, verbatim, so that the
+// merged file keeps everything the nodes wrote and a rebuild reports it again as an event error.
 func writeMergedEvents(runDir string) (int, error) {
 	files, err := filepath.Glob(filepath.Join(runDir, "events", "*.jsonl"))
 	if err != nil {
@@ -30,6 +31,7 @@ func writeMergedEvents(runDir string) (int, error) {
 		raw []byte
 	}
 	var all []line
+	var torn [][]byte
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
@@ -41,8 +43,12 @@ func writeMergedEvents(runDir string) (int, error) {
 			var head struct {
 				TNs int64 `json:"t_ns"`
 			}
+			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+				continue
+			}
 			if json.Unmarshal(sc.Bytes(), &head) != nil {
-				continue // a torn last line of a killed node
+				torn = append(torn, append([]byte(nil), sc.Bytes()...)) // a torn last line of a killed node
+				continue
 			}
 			all = append(all, line{t: head.TNs, raw: append([]byte(nil), sc.Bytes()...)})
 		}
@@ -56,6 +62,10 @@ func writeMergedEvents(runDir string) (int, error) {
 	w := bufio.NewWriter(out)
 	for _, l := range all {
 		w.Write(l.raw)
+		w.WriteByte('\n')
+	}
+	for _, l := range torn {
+		w.Write(l)
 		w.WriteByte('\n')
 	}
 	if err := w.Flush(); err != nil {

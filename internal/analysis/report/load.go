@@ -198,11 +198,6 @@ func loadRun(dir string) (*run, error) {
 	if err := r.readEvents(); err != nil {
 		return nil, err
 	}
-	if len(r.events) == 0 { // a compacted run keeps only the merged events (Build)
-		if err := readJSONL(filepath.Join(dir, FileEvents), &r.events, &r.warnings); err != nil {
-			return nil, err
-		}
-	}
 	if err := readDir(filepath.Join(dir, "trace"), &r.trace, &r.warnings); err != nil { // older runs: JSON lines
 		return nil, err
 	}
@@ -308,12 +303,15 @@ func readDir[T any](dir string, out *[]T, warn *[]string) error {
 	return nil
 }
 
-// readEvents reads every events/*.jsonl through the event catalogue (obs.DecodeEvent). A line it cannot read is
-// an EventError, never dropped silently.
+// readEvents reads every events/*.jsonl through the event catalogue (obs.DecodeEvent), or the merged events.jsonl
+// of a run whose report merged them away (Build). A line it cannot read is an EventError, never dropped silently.
 func (r *run) readEvents() error {
 	paths, err := filepath.Glob(filepath.Join(r.dir, "events", "*.jsonl"))
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
+	}
+	if merged := filepath.Join(r.dir, FileEvents); len(paths) == 0 && fileExists(merged) {
+		paths = []string{merged}
 	}
 	sort.Strings(paths)
 	for _, p := range paths {
@@ -321,7 +319,8 @@ func (r *run) readEvents() error {
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
-		rel := filepath.ToSlash(filepath.Join("events", filepath.Base(p)))
+		rel, _ := filepath.Rel(r.dir, p)
+		rel = filepath.ToSlash(rel)
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 		n := 0

@@ -126,8 +126,12 @@ func Build(runDir string, opts ...Option) (*Summary, error) {
 		add(obs.TraceFile)
 	}
 	if o.pcap && len(msgs) > 0 {
-		if _, err := writePcap(filepath.Join(runDir, FilePcap), msgs); err != nil {
+		n, err := writePcap(filepath.Join(runDir, FilePcap), msgs)
+		if err != nil {
 			return nil, err
+		}
+		if s.Pcap.File == "" { // a run without pcapng segments (older runs traced in JSON lines)
+			s.Pcap.File, s.Pcap.Packets = FilePcap, n
 		}
 		add(FilePcap)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/nf/hss"
 	"github.com/imslab/quasipool/internal/proto/cx"
+	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/runtime/overload"
 	"github.com/imslab/quasipool/internal/topology"
 )
@@ -165,7 +166,7 @@ func (l *Lab) Build(ctx context.Context) error {
 	for _, k := range kinds {
 		pkgs = append(pkgs, "./cmd/"+k)
 	}
-	l.events.Emit("lab_build", map[string]any{"packages": pkgs, "dir": dir, "took_ms": time.Since(began).Milliseconds()})
+	l.events.Record(obs.LabBuild{Packages: pkgs, Dir: dir, TookMs: time.Since(began).Milliseconds()})
 	return nil
 }
 

@@ -494,8 +494,9 @@ func (LabDown) Kind() string { return "lab_down" }
 //
 // Written by: the lab (local backend).
 type LabBuild struct {
-	Packages []string `json:"packages"` // the packages built
-	TookMs   int64    `json:"took_ms"`  // how long go build took, ms
+	Packages []string `json:"packages"`      // the packages built
+	Dir      string   `json:"dir,omitempty"` // the build cache's directory the nodes run from
+	TookMs   int64    `json:"took_ms"`       // how long go build took, ms
 }
 
 func (LabBuild) Kind() string { return "lab_build" }
