@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/imslab/quasipool/internal/nf/cxsip"
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
 )
@@ -115,11 +116,11 @@ func (n *Node) ask(r *sipx.Request, s selection, uat2 bool) (string, *cx.ServerC
 	return s.query(ctx, uat2)
 }
 
-// cxFail answers a request whose UAR or LIR failed, through the one Cx → SIP mapping (sipx.CxStatus): the HSS
+// cxFail answers a request whose UAR or LIR failed, through the one Cx → SIP mapping (cxsip.Status): the HSS
 // unreachable 504, user unknown 404; except that a REGISTER for an unknown user is answered 403 (TS 24.229
 // §5.3.1.2).
 func (n *Node) cxFail(r *sipx.Request, cmd string, err error) {
-	code, reason := sipx.CxStatus(err)
+	code, reason := cxsip.Status(err)
 	if res, ok := cx.ResultOf(err); ok && res == cx.ErrorUserUnknown && cmd == "UAR" {
 		code, reason = 403, "Forbidden (unknown user)"
 	}
