@@ -8,6 +8,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 )
 
 // onRegister: UAR, then the assigned S-CSCF, and when it cannot be reached UAR with UAT 2 and another S-CSCF
@@ -36,7 +37,9 @@ func (n *Node) onRegister(r *sipx.Request) {
 	if vni == "" {
 		vni = n.cfg.VisitedNetwork
 	}
-	dereg := strings.TrimSpace(sipx.FirstHeader(req, "Expires")) == "0"
+	// A de-registration is UAR DE_REGISTRATION however the expiry 0 is written: "Contact: <…>;expires=0" (the
+	// parameter wins over the Expires header), "Expires: 0", or "Contact: *" with "Expires: 0".
+	dereg := vocab.IsDeregistration(req)
 	n.selectAndForward(r, selection{
 		cmd:  "UAR",
 		impu: impu,

@@ -8,6 +8,7 @@ import (
 	"github.com/imslab/quasipool/internal/nf/cxsip"
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 )
 
 // cxTimeout bounds one UAR or LIR.
@@ -102,7 +103,7 @@ func (n *Node) selectAndForward(r *sipx.Request, s selection) {
 			return
 		}
 	}
-	if last.Final != nil && (!sipx.Retryable(last.Final.StatusCode) || sipx.IsRestoration(last.Final)) {
+	if last.Final != nil && (!sipx.Retryable(last.Final.StatusCode) || vocab.IsRestoration(last.Final)) {
 		n.px.Finish(r.Tx, r.Req, last)
 		return
 	}

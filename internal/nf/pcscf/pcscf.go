@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/runtime/pool"
 	"github.com/imslab/quasipool/internal/runtime/repl"
@@ -173,14 +173,7 @@ func (n *Node) remember(req *sip.Request, res *sip.Response) {
 		return
 	}
 	impu := sipx.AOR(to.Address)
-	exp := 0
-	if c := res.GetHeader("Contact"); c != nil {
-		if ch, ok := c.(*sip.ContactHeader); ok && ch.Params != nil {
-			if v, ok := ch.Params.Get("expires"); ok {
-				exp, _ = strconv.Atoi(v)
-			}
-		}
-	}
+	exp, _ := vocab.GrantedExpiry(res, nil) // none granted: the registration is gone
 	if exp <= 0 {
 		n.forget(impu)
 		if n.repl != nil {
@@ -404,12 +397,12 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 		}
 		if !*n.cfg.Restore {
 			// TS 24.229 §5.2.6.3: the S-CSCF cannot be reached; the UE is asked to register again.
-			n.px.RespondRestoration(stx, req, sipx.ReasonSCSCFUnreachable)
+			n.px.RespondRestoration(stx, req, vocab.ReasonSCSCFUnreachable)
 			return
 		}
 		reason = "scscf_unreachable"
 	} else if !*n.cfg.Restore {
-		n.px.RespondRestoration(stx, req, sipx.ReasonNotRegisteredHere)
+		n.px.RespondRestoration(stx, req, vocab.ReasonNotRegisteredHere)
 		return
 	}
 	sipx.PrependRoute(out, sipx.RouteURI("", n.cfg.ICSCF, sipx.ParamOrig, sipx.ParamRestore+"=1"))

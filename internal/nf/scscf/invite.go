@@ -8,6 +8,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 )
 
 // onRequest routes every request but REGISTER, ACK and OPTIONS: in-dialog requests by their Route set, initial
@@ -59,7 +60,7 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 			// TS 24.229 §5.4.3.2 with restoration not supported: no registration here, the UE must register again.
 			n.rec.Emit("refused", map[string]any{"direction": "mo", "impu": served, "call_id": sipx.CallID(req),
 				"method": string(req.Method), "reason": "not_registered_here"})
-			n.px.RespondRestoration(stx, req, sipx.ReasonNotRegisteredHere)
+			n.px.RespondRestoration(stx, req, vocab.ReasonNotRegisteredHere)
 			return
 		}
 		if !mayRestoreMO(r.Role) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 )
 
 // onRegister is the registrar: SIP Digest with MAR, then SAR with the restoration info (TS 24.229 §5.4.1).
@@ -230,19 +231,11 @@ func newNonce() string {
 	return hex.EncodeToString(b)
 }
 
-// expiresOf returns the requested expiry: Contact expires parameter, else Expires header, else the default.
+// expiresOf returns the requested expiry (vocab.RequestedExpiry: the Contact's expires parameter, else the
+// Expires header), else the default.
 func (n *Node) expiresOf(req *sip.Request) time.Duration {
-	if c := req.Contact(); c != nil && c.Params != nil {
-		if v, ok := c.Params.Get("expires"); ok {
-			if s, err := strconv.Atoi(v); err == nil {
-				return time.Duration(s) * time.Second
-			}
-		}
-	}
-	if h := req.GetHeader("Expires"); h != nil {
-		if s, err := strconv.Atoi(strings.TrimSpace(h.Value())); err == nil {
-			return time.Duration(s) * time.Second
-		}
+	if s, ok := vocab.RequestedExpiry(req); ok {
+		return time.Duration(s) * time.Second
 	}
 	return n.cfg.Expires.Default
 }
