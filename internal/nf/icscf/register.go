@@ -41,8 +41,10 @@ func (n *Node) onRegister(r *sipx.Request) {
 	// parameter wins over the Expires header), "Expires: 0", or "Contact: *" with "Expires: 0".
 	dereg := vocab.IsDeregistration(req)
 	n.selectAndForward(r, selection{
-		cmd:  "UAR",
-		impu: impu,
+		// Re-selection with UAT 2 always, no DNS failover (restore.Policy.UARSelection).
+		Selection: n.policy.UARSelection(),
+		cmd:       "UAR",
+		impu:      impu,
 		query: func(ctx context.Context, uat2 bool) (string, *cx.ServerCapabilities, error) {
 			t := cx.UATRegistration
 			switch {
@@ -58,11 +60,6 @@ func (n *Node) onRegister(r *sipx.Request) {
 			}
 			return uaa.ServerName, uaa.ServerCapabilities, nil
 		},
-		// S-CSCF re-selection at registration is standard 3GPP (TS 24.229 §5.3.1.2): every scheme.
-		reselect:        true,
 		capsWithoutName: true,
-		// No DNS failover for REGISTER, even with replication: the challenge and the answer must reach the same
-		// S-CSCF, which the UAR UAT 2 re-selection (rendezvous-ranked) guarantees and a random SRV walk does not.
-		failover: false,
 	})
 }
