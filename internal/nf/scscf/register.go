@@ -261,7 +261,7 @@ func (n *Node) register(ctx context.Context, stx sip.ServerTransaction, req *sip
 		return
 	}
 	if exp < n.cfg.Expires.Min {
-		n.px.Respond(stx, req, 423, "Interval Too Brief", sip.NewHeader("Min-Expires", strconv.Itoa(int(n.cfg.Expires.Min.Seconds()))))
+		n.px.Respond(stx, req, 423, "Interval Too Brief", sip.NewHeader(vocab.HdrMinExpires, strconv.Itoa(int(n.cfg.Expires.Min.Seconds()))))
 		return
 	}
 	exp = min(exp, n.cfg.Expires.Max)
@@ -316,7 +316,7 @@ func (n *Node) register(ctx context.Context, stx sip.ServerTransaction, req *sip
 	res := sip.NewResponseFromRequest(req, 200, "OK", nil)
 	cu.UriParams = cu.UriParams.Clone()
 	ch := &sip.ContactHeader{Address: cu, Params: sip.NewParams()}
-	ch.Params.Add("expires", strconv.Itoa(int(exp.Seconds())))
+	ch.Params.Add(vocab.ParamExpires, strconv.Itoa(int(exp.Seconds())))
 	res.AppendHeader(ch)
 	for _, p := range path {
 		res.AppendHeader(sip.NewHeader(sipx.HdrPath, p))
