@@ -48,8 +48,8 @@ type Policy struct {
 type Verdict int
 
 const (
-	// Take: take the user over (a P-CSCF: orig;restore=1 to the I-CSCF, or the request passed on; the I-CSCF: the
-	// marker honoured; an S-CSCF: SAR UNREGISTERED_USER and the restored registration).
+	// Take: take the user over (a P-CSCF: orig;restore=1 to the I-CSCF; the I-CSCF: the marker honoured; an
+	// S-CSCF: SAR UNREGISTERED_USER and the restored registration).
 	Take Verdict = iota
 	// Refuse: the sender may not ask for a takeover: 403 and a "refused" event with Decision.Reason.
 	Refuse
