@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"slices"
+
+	"github.com/imslab/quasipool/internal/proto/sipx/restore"
 )
 
 // Trust is what a node believes and from whom (docs/security.md). It is generated from the topology into every
@@ -112,20 +114,10 @@ func (v *validator) trust(field string, tr *Trust) {
 	}
 }
 
-// Policy is what a network function does under the protection schemes of the two pools (docs/schemes.md). It is
-// resolved here, once, so that no command decides scheme behaviour.
-type Policy struct {
-	// Restore: the node runs the quasi-pool takeover. P-CSCF: restore=1 towards the I-CSCF and terminating
-	// requests for users it does not hold passed on (P-CSCF pool scheme). I-CSCF: LIR with UAT 2 and another
-	// S-CSCF when the stored one cannot be reached. S-CSCF: users it does not hold restored from the HSS (S-CSCF
-	// pool scheme).
-	Restore bool
-	// AcceptRestore (I-CSCF): honour restore=1 from a trusted P-CSCF (either pool runs the quasi-pool).
-	AcceptRestore bool
-	// SCSCFFailover (P-CSCF, I-CSCF): reach an S-CSCF through its per-host SRV record, so a member holding a
-	// replicated copy serves its users (the S-CSCF pool replicates).
-	SCSCFFailover bool
-}
+// Policy is what a network function does under the protection schemes of the two pools (docs/schemes.md): the
+// takeover policy of internal/proto/sipx/restore, where its decisions are. It is resolved here, once, so that no
+// command decides scheme behaviour.
+type Policy = restore.Policy
 
 // Policy returns the node's policy under the schemes of its configuration.
 func (c *NodeConfig) Policy() Policy {

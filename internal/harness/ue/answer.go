@@ -7,6 +7,8 @@ import (
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 )
 
 // The phones' server side: incoming calls (the callee's leg), in-dialog requests of both legs, OPTIONS.
@@ -82,7 +84,7 @@ func (u *UE) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 	rec.IMPU = p.impu
 	u.respond(tx, req, 100, "Trying")
 
-	d := newDialog(p, false, rec.CallID, newTag())
+	d := newDialog(p, false, rec.CallID, vocab.NewTag())
 	d.local = p.aor()
 	if t := req.To(); t != nil {
 		d.local = *t.Address.Clone()

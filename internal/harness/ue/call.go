@@ -10,6 +10,8 @@ import (
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 )
 
 // CallResult is the caller's view of one call (the same facts as its record).
@@ -150,7 +152,7 @@ func (p *Phone) call(ctx context.Context, to string, hold time.Duration, probe, 
 	if err != nil {
 		return CallResult{}, err
 	}
-	d := newDialog(p, true, newCallID(u.advIP), newTag())
+	d := newDialog(p, true, vocab.NewCallID(u.advIP), vocab.NewTag())
 	d.local, d.remote, d.cseq = p.aor(), target, 1
 
 	inv := sip.NewRequest(sip.INVITE, target)
@@ -212,7 +214,7 @@ func (p *Phone) call(ctx context.Context, to string, hold time.Duration, probe, 
 	}
 	hosts.fill(p.hosts())
 	rec.PCSCF, rec.SCSCF = hosts.pcscf, hosts.scscf
-	if isRestoration504(final) && probe == "" {
+	if vocab.IsRestoration(final) && probe == "" {
 		p.onRestoration(rec.CallID, start)
 	}
 	if probe == "" {

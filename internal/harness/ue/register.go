@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 )
 
 // Registration kinds in records.
@@ -214,7 +216,7 @@ func (p *Phone) sendRegister(ctx context.Context, expires int, authorization str
 	u := p.ue
 	p.mu.Lock()
 	if p.regCallID == "" {
-		p.regCallID, p.regTag = newCallID(u.advIP), newTag()
+		p.regCallID, p.regTag = vocab.NewCallID(u.advIP), vocab.NewTag()
 	}
 	p.cseq++
 	callID, tag, cseq := p.regCallID, p.regTag, p.cseq
@@ -241,39 +243,12 @@ func (p *Phone) sendRegister(ctx context.Context, expires int, authorization str
 	return u.do(ctx, req)
 }
 
-// grantedExpires reads the period the registrar granted: our Contact's expires parameter, the only Contact's
-// (the BAC rewrites Contacts), the Expires header, or what was asked for.
+// grantedExpires reads the period the registrar granted (vocab.GrantedExpiry): our Contact's expires parameter,
+// the only Contact's (the BAC rewrites Contacts), the Expires header, or what was asked for.
 func (p *Phone) grantedExpires(res *sip.Response, asked int) int {
-	var contacts []*sip.ContactHeader
-	for _, h := range res.GetHeaders("Contact") {
-		if c, ok := h.(*sip.ContactHeader); ok {
-			contacts = append(contacts, c)
-		}
-	}
-	param := func(c *sip.ContactHeader) (int, bool) {
-		if v, ok := c.Params.Get("expires"); ok {
-			if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-				return n, true
-			}
-		}
-		return 0, false
-	}
-	for _, c := range contacts {
-		if c.Address.User == p.user && c.Address.Host == p.ue.advIP && c.Address.Port == p.ue.advPort {
-			if n, ok := param(c); ok {
-				return n
-			}
-		}
-	}
-	if len(contacts) == 1 {
-		if n, ok := param(contacts[0]); ok {
-			return n
-		}
-	}
-	if h := res.GetHeader("Expires"); h != nil {
-		if n, err := strconv.Atoi(h.Value()); err == nil && n >= 0 {
-			return n
-		}
+	mine := func(u sip.Uri) bool { return u.User == p.user && u.Host == p.ue.advIP && u.Port == p.ue.advPort }
+	if n, ok := vocab.GrantedExpiry(res, mine); ok {
+		return n
 	}
 	return asked
 }

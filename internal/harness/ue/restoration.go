@@ -1,11 +1,8 @@
 package ue
 
 import (
-	"encoding/xml"
-	"strings"
 	"time"
 
-	"github.com/emiago/sipgo/sip"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
@@ -20,30 +17,6 @@ const (
 
 // kindRestoration is the kind of the registration records a restoration 504 triggered.
 const kindRestoration = "restoration"
-
-// isRestoration504 reports a 504 with the 3GPP IM CN subsystem XML body asking for an initial registration.
-func isRestoration504(res *sip.Response) bool {
-	if res == nil || res.StatusCode != 504 {
-		return false
-	}
-	ct := res.GetHeader("Content-Type")
-	if ct == nil {
-		return false
-	}
-	mt, _, _ := strings.Cut(ct.Value(), ";")
-	if !strings.EqualFold(strings.TrimSpace(mt), "application/3gpp-ims+xml") {
-		return false
-	}
-	var doc struct {
-		XMLName xml.Name `xml:"ims-3gpp"`
-		Type    string   `xml:"alternative-service>type"`
-		Action  string   `xml:"alternative-service>action"`
-	}
-	if xml.Unmarshal(res.Body(), &doc) != nil {
-		return false
-	}
-	return strings.TrimSpace(doc.Type) == "restoration" && strings.TrimSpace(doc.Action) == "initial-registration"
-}
 
 // onRestoration reacts to a restoration 504 for one of the phone's requests, sent at sent: with
 // RestorationReregister it starts one initial registration (a new Call-ID) unless one is already on its way or

@@ -1,14 +1,14 @@
 package ue
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 )
 
 func init() {
@@ -22,48 +22,11 @@ func init() {
 
 const userAgent = "quasipool-ue"
 
-func newCallID(host string) string { return randHex(12) + "@" + host }
-
-func newTag() string { return randHex(6) }
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// splitList splits a header value that may hold a comma-separated list of name-addr values (Path,
-// Service-Route, P-Associated-URI), keeping commas inside <> and quotes.
-func splitList(v string) []string {
-	var out []string
-	depth, quoted, start := 0, false, 0
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; {
-		case c == '"':
-			quoted = !quoted
-		case quoted:
-		case c == '<':
-			depth++
-		case c == '>':
-			depth--
-		case c == ',' && depth == 0:
-			if s := strings.TrimSpace(v[start:i]); s != "" {
-				out = append(out, s)
-			}
-			start = i + 1
-		}
-	}
-	if s := strings.TrimSpace(v[start:]); s != "" {
-		out = append(out, s)
-	}
-	return out
-}
-
 // headerList returns every value of the named headers, comma lists split.
 func headerList(m sip.Message, name string) []string {
 	var out []string
 	for _, h := range m.GetHeaders(name) {
-		out = append(out, splitList(h.Value())...)
+		out = append(out, vocab.SplitList(h.Value())...)
 	}
 	return out
 }
@@ -110,7 +73,7 @@ func recordRouteHosts(m sip.Message) []string {
 		if rr, ok := h.(*sip.RecordRouteHeader); ok {
 			out = append(out, rr.Address.Host)
 		} else {
-			for _, v := range splitList(h.Value()) {
+			for _, v := range vocab.SplitList(h.Value()) {
 				out = append(out, uriHost(v))
 			}
 		}

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"log/slog"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -243,19 +242,4 @@ func (n *Node) replaceContact(out sipx.Msg, token string) {
 	nc := &sip.ContactHeader{Address: n.tokenURI(token), Params: c.Params.Clone()}
 	sipx.RemoveHeaders(out, "Contact")
 	out.AppendHeader(nc)
-}
-
-// expiresOf reads the expiry a 200 to REGISTER grants: the Contact's expires parameter, else Expires.
-func expiresOf(res *sip.Response) int {
-	if c, ok := res.GetHeader("Contact").(*sip.ContactHeader); ok && c != nil && c.Params != nil {
-		if v, ok := c.Params.Get("expires"); ok {
-			exp, _ := strconv.Atoi(v)
-			return exp
-		}
-	}
-	if h := res.GetHeader("Expires"); h != nil {
-		exp, _ := strconv.Atoi(strings.TrimSpace(h.Value()))
-		return exp
-	}
-	return 0
 }

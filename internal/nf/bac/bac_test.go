@@ -82,6 +82,30 @@ var _ = Describe("BAC", Label("integration"), func() {
 		})
 	})
 
+	// The expiry a 200 grants, by the rule every node shares (vocab.GrantedExpiry): the Contact's expires parameter
+	// wins over the Expires header.
+	DescribeTable("keeps a phone's binding for the expiry a 200 grants, removes it for 0",
+		func(_ SpecContext, param, expires string, bindings int) {
+			Expect(tb.register(tb.phone, "user0001").StatusCode).To(Equal(200))
+			tb.pcscf1.OnRequest(func(req *sip.Request) (int, []sip.Header) {
+				if req.Method != sip.REGISTER {
+					return 200, nil
+				}
+				c := &sip.ContactHeader{Address: req.Contact().Address, Params: sip.NewParams()}
+				if param != "" {
+					c.Params.Add("expires", param)
+				}
+				return 200, []sip.Header{c, sip.NewHeader("Expires", expires)}
+			})
+			Expect(tb.register(tb.phone, "user0001").StatusCode).To(Equal(200))
+			Expect(tb.node.Bindings()).To(Equal(bindings))
+		},
+		Entry("Contact expires=0 with Expires: 600", SpecTimeout(20*time.Second), "0", "600", 0),
+		Entry("no parameter, Expires: 0", SpecTimeout(20*time.Second), "", "0", 0),
+		Entry("no parameter, Expires: 600", SpecTimeout(20*time.Second), "", "600", 1),
+		Entry("Contact expires=600 with Expires: 0", SpecTimeout(20*time.Second), "600", "0", 1),
+	)
+
 	It("attack 1: a REGISTER answered 401 does not move the victim's binding; the next call still reaches the victim", SpecTimeout(20*time.Second), func(_ SpecContext) {
 		Expect(tb.register(tb.phone, "user0001").StatusCode).To(Equal(200))
 		tb.pcscf1.OnRequest(func(req *sip.Request) (int, []sip.Header) {

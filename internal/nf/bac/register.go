@@ -8,6 +8,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
@@ -69,7 +70,7 @@ func (n *Node) onRegister(s side, r *sipx.Request) {
 	}))
 	ct.report(n.access.EP.Overload, o)
 	if o.Final != nil && o.Final.StatusCode == 200 {
-		if exp := expiresOf(o.Final); exp > 0 {
+		if exp, _ := vocab.GrantedExpiry(o.Final, nil); exp > 0 {
 			b.PCSCF = o.Target.Name
 			b.Expires = n.now().Add(time.Duration(exp) * time.Second)
 			if !n.tab.install(b) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/restore"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/runtime/pool"
 )
@@ -36,6 +37,8 @@ type Config struct {
 	VisitedNetwork string     // Visited-Network-Identifier when the request has no P-Visited-Network-ID (default: Domain)
 	Peers          sipx.Peers // source addresses of the lab's SIP nodes by role (docs/security.md)
 	Forward        sipx.ForwarderConfig
+	// Restore, AcceptRestore and SCSCFFailover are the node's restore.Policy, where the decisions are.
+	//
 	// Restore enables the S-CSCF takeover of SPEC §4.5/§4.6 (LIR with UAT 2 and another S-CSCF when the stored
 	// one cannot be reached); false makes a dead S-CSCF's users unreachable until they re-register, as without
 	// quasi-pool. Re-selection at registration (UAR with UAT 2, SPEC §4.4) is standard 3GPP and always on.
@@ -64,11 +67,12 @@ func (c *Config) Validate() error {
 
 // Node is a running I-CSCF.
 type Node struct {
-	cfg Config
-	hss HSS
-	px  *sipx.Proxy
-	log *slog.Logger
-	rec *obs.Recorder
+	cfg    Config
+	policy restore.Policy // from cfg
+	hss    HSS
+	px     *sipx.Proxy
+	log    *slog.Logger
+	rec    *obs.Recorder
 }
 
 // New builds an I-CSCF on an endpoint.
@@ -90,6 +94,7 @@ func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool
 		log = slog.Default()
 	}
 	n := &Node{cfg: cfg, hss: hss, log: log, rec: rec,
+		policy: restore.Policy{Restore: *cfg.Restore, AcceptRestore: *cfg.AcceptRestore, SCSCFFailover: cfg.SCSCFFailover},
 		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log, Trust: sipx.NewTrust(cfg.Peers)},
 			cfg.Forward, cfg.Host, cfg.Domain)}
 	n.px.Serve(sipx.Handlers{Register: n.onRegister, Request: n.onRequest, Ack: n.onAck})
@@ -180,8 +185,5 @@ func (n *Node) toSCSCF(ctx context.Context, stx sip.ServerTransaction, out *sip.
 	if route != nil {
 		sipx.PrependRoute(o, sipx.RouteURI("", host, route...))
 	}
-	if failover {
-		return n.px.Fwd.Forward(ctx, stx, o, sipx.SRVHop(host))
-	}
-	return n.px.Fwd.Forward(ctx, stx, o, sipx.PinnedHop(host))
+	return n.px.Fwd.Forward(ctx, stx, o, restore.SCSCFHop(host, failover))
 }

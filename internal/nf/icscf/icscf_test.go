@@ -46,6 +46,28 @@ var _ = Describe("I-CSCF registration (UAR)", Label("integration"), func() {
 		Expect(l.hss.uarTypes()).To(Equal([]cx.UserAuthorizationType{cx.UATDeRegistration}))
 	})
 
+	// A de-registration is UAR DE_REGISTRATION however the expiry 0 is written (RFC 3261 §10.2.1: the Contact's
+	// expires parameter wins over the Expires header); the I-CSCF used to read the Expires header only.
+	DescribeTable("asks UAR DE_REGISTRATION for an expiry of 0, REGISTRATION otherwise",
+		func(_ SpecContext, hdrs []string, want cx.UserAuthorizationType) {
+			l.hss.onUAR(stored(scscf1))
+			Expect(l.pcscf.MustSend(register(hdrs...), l.addr).StatusCode).To(Equal(200))
+			Expect(l.hss.uarTypes()).To(Equal([]cx.UserAuthorizationType{want}))
+			Expect(l.scscf1.Count(sip.REGISTER)).To(Equal(1), "forwarded to the stored S-CSCF either way")
+		},
+		Entry("Contact: <…>;expires=0", SpecTimeout(10*time.Second),
+			[]string{"Contact: <sip:user0001@127.0.0.1:5999>;expires=0"}, cx.UATDeRegistration),
+		Entry("Contact: <…>;expires=0 with Expires: 600 (the parameter wins)", SpecTimeout(10*time.Second),
+			[]string{"Contact: <sip:user0001@127.0.0.1:5999>;expires=0", "Expires: 600"}, cx.UATDeRegistration),
+		Entry("Expires: 0", SpecTimeout(10*time.Second), []string{"Expires: 0"}, cx.UATDeRegistration),
+		Entry("Contact: * with Expires: 0", SpecTimeout(10*time.Second), []string{"Contact: *", "Expires: 0"},
+			cx.UATDeRegistration),
+		Entry("Contact: <…>;expires=600 with Expires: 0 (the parameter wins)", SpecTimeout(10*time.Second),
+			[]string{"Contact: <sip:user0001@127.0.0.1:5999>;expires=600", "Expires: 0"}, cx.UATRegistration),
+		Entry("Expires: 600", SpecTimeout(10*time.Second), []string{"Expires: 600"}, cx.UATRegistration),
+		Entry("no expiry at all (the registrar's default)", SpecTimeout(10*time.Second), []string{}, cx.UATRegistration),
+	)
+
 	It("chooses by capabilities when no S-CSCF is assigned, without a second UAR", SpecTimeout(10*time.Second), func(_ SpecContext) {
 		l.hss.onUAR(func(*cx.UAR) (*cx.UAA, error) {
 			return &cx.UAA{Result: cx.Success, ServerCapabilities: &cx.ServerCapabilities{}}, nil

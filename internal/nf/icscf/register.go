@@ -8,6 +8,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 )
 
 // onRegister: UAR, then the assigned S-CSCF, and when it cannot be reached UAR with UAT 2 and another S-CSCF
@@ -36,10 +37,14 @@ func (n *Node) onRegister(r *sipx.Request) {
 	if vni == "" {
 		vni = n.cfg.VisitedNetwork
 	}
-	dereg := strings.TrimSpace(sipx.FirstHeader(req, "Expires")) == "0"
+	// A de-registration is UAR DE_REGISTRATION however the expiry 0 is written: "Contact: <…>;expires=0" (the
+	// parameter wins over the Expires header), "Expires: 0", or "Contact: *" with "Expires: 0".
+	dereg := vocab.IsDeregistration(req)
 	n.selectAndForward(r, selection{
-		cmd:  "UAR",
-		impu: impu,
+		// Re-selection with UAT 2 always, no DNS failover (restore.Policy.UARSelection).
+		Selection: n.policy.UARSelection(),
+		cmd:       "UAR",
+		impu:      impu,
 		query: func(ctx context.Context, uat2 bool) (string, *cx.ServerCapabilities, error) {
 			t := cx.UATRegistration
 			switch {
@@ -55,11 +60,6 @@ func (n *Node) onRegister(r *sipx.Request) {
 			}
 			return uaa.ServerName, uaa.ServerCapabilities, nil
 		},
-		// S-CSCF re-selection at registration is standard 3GPP (TS 24.229 §5.3.1.2): every scheme.
-		reselect:        true,
 		capsWithoutName: true,
-		// No DNS failover for REGISTER, even with replication: the challenge and the answer must reach the same
-		// S-CSCF, which the UAR UAT 2 re-selection (rendezvous-ranked) guarantees and a random SRV walk does not.
-		failover: false,
 	})
 }

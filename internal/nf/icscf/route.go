@@ -5,6 +5,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/restore"
 )
 
 // onRequest: LIR and the serving S-CSCF for terminating requests (SPEC §3.2, §4.6), and the takeover of
@@ -29,14 +30,16 @@ func (n *Node) onRequest(r *sipx.Request) {
 		n.px.InDialog(r)
 		return
 	}
-	orig, restore := r.Orig(), r.Restore()
-	if restore && r.Role != sipx.RolePCSCF {
-		n.px.Refuse(r, "restore_not_from_pcscf")
-		return
-	}
-	if restore && !*n.cfg.AcceptRestore {
-		r.Reply(n.px, 403, "Forbidden (no restoration)")
-		return
+	orig, marked := r.Orig(), r.Restore()
+	if marked {
+		switch d := n.policy.ICSCFMarker(r.Role); d.Verdict {
+		case restore.Refuse:
+			n.px.Refuse(r, d.Reason)
+			return
+		case restore.NoRestoration:
+			r.Reply(n.px, 403, "Forbidden (no restoration)")
+			return
+		}
 	}
 	if !r.Role.InTrustDomain() {
 		// The prelude removed P-Asserted-Identity; P-Preferred-Identity from the BAC is for a P-CSCF to check,
@@ -54,12 +57,14 @@ func (n *Node) onRequest(r *sipx.Request) {
 	if orig {
 		flags = append(flags, sipx.ParamOrig)
 	}
-	if restore {
-		flags = append(flags, sipx.ParamRestore+"=1")
+	if marked {
+		flags = append(flags, restore.Marker)
 	}
 	n.selectAndForward(r, selection{
-		cmd:  "LIR",
-		impu: impu,
+		// A request marked for restoration asks for the name and the capabilities at once.
+		Selection: n.policy.LIRSelection(marked),
+		cmd:       "LIR",
+		impu:      impu,
 		query: func(ctx context.Context, uat2 bool) (string, *cx.ServerCapabilities, error) {
 			q := &cx.LIR{PublicIdentity: impu, Originating: orig}
 			if uat2 {
@@ -72,14 +77,8 @@ func (n *Node) onRequest(r *sipx.Request) {
 			}
 			return lia.ServerName, lia.ServerCapabilities, nil
 		},
-		// A request marked for restoration asks for the name and the capabilities at once.
-		restore:     restore,
-		walkNow:     restore && *n.cfg.Restore,
-		reselect:    *n.cfg.Restore,
-		route:       true,
-		flags:       flags,
-		markRestore: true, // tell the new S-CSCF it is taking over
-		failover:    n.cfg.SCSCFFailover,
+		route: true,
+		flags: flags,
 	})
 }
 

@@ -5,8 +5,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/imslab/quasipool/internal/nf/cxsip"
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/restore"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
@@ -14,21 +17,16 @@ import (
 const cxTimeout = 3 * time.Second
 
 // selection is one S-CSCF selection: the procedure is the same for REGISTER (UAR, SPEC §3.1, §4.4) and for the
-// other requests (LIR, SPEC §3.2, §4.5, §4.6); the fields say where the two differ.
+// other requests (LIR, SPEC §3.2, §4.5, §4.6); the fields say where the two differ. When to ask with UAT 2 and how
+// to reach the chosen S-CSCF is the takeover policy's (restore.Policy.LIRSelection, UARSelection).
 type selection struct {
+	restore.Selection
+
 	cmd  string // "UAR" or "LIR": the reselect event, the logs and the Cx failure mapping
 	impu string // the served identity: rendezvous ranking and the reselect event
 	// query asks the HSS where impu is served; uat2 asks with User-Authorization-Type
 	// REGISTRATION_AND_CAPABILITIES (the stored S-CSCF's name, if any, and the capabilities to choose another).
 	query func(ctx context.Context, uat2 bool) (serverName string, caps *cx.ServerCapabilities, err error)
-	// restore: a takeover the sender asked for (restore=1 from a P-CSCF): the first query asks with UAT 2 at once.
-	restore bool
-	// walkNow: the candidates from the capabilities follow the stored S-CSCF at once, without a second query
-	// (restore=1 with the S-CSCF takeover enabled).
-	walkNow bool
-	// reselect allows one UAT 2 query when every S-CSCF tried failed (always for REGISTER, TS 24.229 §5.3.1.2; for
-	// LIR only with the S-CSCF takeover, Config.Restore).
-	reselect bool
 	// capsWithoutName: an answer that names no S-CSCF carries the capabilities (the UAA of an unassigned user), so
 	// walking them is the re-selection; no UAT 2 query follows.
 	capsWithoutName bool
@@ -36,11 +34,6 @@ type selection struct {
 	// Request-URI to the pinned S-CSCF without one.
 	route bool
 	flags []string
-	// markRestore adds restore=1 to the S-CSCF's Route entry after the UAT 2 query: the I-CSCF tells the new S-CSCF
-	// it is taking over the user (SPEC §4.6).
-	markRestore bool
-	// failover sends through the S-CSCF's per-host SRV record (replicated S-CSCF pools; never for REGISTER).
-	failover bool
 }
 
 // selectAndForward is the S-CSCF selection of the I-CSCF, written once: ask the HSS, try the stored S-CSCF (and,
@@ -49,7 +42,7 @@ type selection struct {
 // 408/503/504 ends the walk and is relayed; no S-CSCF left: the last answer when it is final and not retryable
 // or a restoration answer, else 504. A failed Cx query is answered by cxFail.
 func (n *Node) selectAndForward(r *sipx.Request, s selection) {
-	name, caps, err := n.ask(r, s, s.restore)
+	name, caps, err := n.ask(r, s, s.UAT2AtOnce)
 	if err != nil {
 		n.cxFail(r, s.cmd, err)
 		return
@@ -61,15 +54,15 @@ func (n *Node) selectAndForward(r *sipx.Request, s selection) {
 		stored = hostOf(name)
 		order = append(order, stored)
 	}
-	if name == "" || s.walkNow {
+	if name == "" || s.WalkAtOnce {
 		order = append(order, n.candidates(r.Ctx, caps, tried, s.impu, stored)...)
 	}
-	askedCaps := s.restore || (name == "" && s.capsWithoutName)
+	askedCaps := s.UAT2AtOnce || (name == "" && s.capsWithoutName)
 	flags := slices.Clone(s.flags)
 	var last sipx.Outcome
 	for {
 		if len(order) == 0 {
-			if askedCaps || !s.reselect {
+			if askedCaps || !s.Reselect {
 				break
 			}
 			askedCaps = true
@@ -81,8 +74,8 @@ func (n *Node) selectAndForward(r *sipx.Request, s selection) {
 			n.rec.Emit(obs.Reselect{IMPU: s.impu, Cmd: s.cmd, UAT: 2, Tried: keys(tried),
 				CallID: sipx.CallID(r.Req)})
 			order = n.candidates(r.Ctx, caps, tried, s.impu, firstTried(stored, tried))
-			if s.markRestore && !slices.Contains(flags, sipx.ParamRestore+"=1") {
-				flags = append(flags, sipx.ParamRestore+"=1")
+			if s.MarkRestore && !slices.Contains(flags, restore.Marker) {
+				flags = append(flags, restore.Marker)
 			}
 			continue
 		}
@@ -96,13 +89,13 @@ func (n *Node) selectAndForward(r *sipx.Request, s selection) {
 		if s.route {
 			route = append([]string{}, flags...)
 		}
-		last = n.toSCSCF(r.Ctx, r.Tx, r.Out, host, route, s.failover)
+		last = n.toSCSCF(r.Ctx, r.Tx, r.Out, host, route, s.Failover)
 		if !last.Retryable() {
 			n.px.Finish(r.Tx, r.Req, last)
 			return
 		}
 	}
-	if last.Final != nil && (!sipx.Retryable(last.Final.StatusCode) || sipx.IsRestoration(last.Final)) {
+	if last.Final != nil && (!sipx.Retryable(last.Final.StatusCode) || vocab.IsRestoration(last.Final)) {
 		n.px.Finish(r.Tx, r.Req, last)
 		return
 	}
@@ -116,11 +109,11 @@ func (n *Node) ask(r *sipx.Request, s selection, uat2 bool) (string, *cx.ServerC
 	return s.query(ctx, uat2)
 }
 
-// cxFail answers a request whose UAR or LIR failed, through the one Cx → SIP mapping (sipx.CxStatus): the HSS
+// cxFail answers a request whose UAR or LIR failed, through the one Cx → SIP mapping (cxsip.Status): the HSS
 // unreachable 504, user unknown 404; except that a REGISTER for an unknown user is answered 403 (TS 24.229
 // §5.3.1.2).
 func (n *Node) cxFail(r *sipx.Request, cmd string, err error) {
-	code, reason := sipx.CxStatus(err)
+	code, reason := cxsip.Status(err)
 	if res, ok := cx.ResultOf(err); ok && res == cx.ErrorUserUnknown && cmd == "UAR" {
 		code, reason = 403, "Forbidden (unknown user)"
 	}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +19,8 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/restore"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/runtime/pool"
 	"github.com/imslab/quasipool/internal/runtime/repl"
@@ -34,6 +35,8 @@ type Config struct {
 	PoolHosts []string   // the P-CSCF pool members' hosts
 	Peers     sipx.Peers // source addresses of the lab's SIP nodes by role (docs/security.md)
 	Forward   sipx.ForwarderConfig
+	// Restore and SCSCFFailover are the node's restore.Policy, where the decisions are.
+	//
 	// Restore enables the quasi-pool takeover (default true). Without it a P-CSCF refuses requests of users
 	// whose registration state it does not hold (504 with the restoration body for originating requests, 480 for
 	// terminating ones) and answers 504 with the restoration body when the user's S-CSCF cannot be reached, as
@@ -74,11 +77,12 @@ type registration struct {
 
 // Node is a running P-CSCF.
 type Node struct {
-	cfg Config
-	px  *sipx.Proxy
-	log *slog.Logger
-	rec *obs.Recorder
-	now func() time.Time
+	cfg    Config
+	policy restore.Policy // from cfg
+	px     *sipx.Proxy
+	log    *slog.Logger
+	rec    *obs.Recorder
+	now    func() time.Time
 
 	repl *repl.Replicator
 
@@ -103,7 +107,8 @@ func New(cfg Config, ep *sipx.Endpoint, res pool.Resolver, health *pool.Health, 
 	if !slices.Contains(self, cfg.Host) {
 		self = append(self, cfg.Host)
 	}
-	n := &Node{cfg: cfg, log: log, rec: rec, now: time.Now, regs: map[string]*registration{}, contacts: map[string]*registration{},
+	n := &Node{cfg: cfg, policy: restore.Policy{Restore: *cfg.Restore, SCSCFFailover: cfg.SCSCFFailover},
+		log: log, rec: rec, now: time.Now, regs: map[string]*registration{}, contacts: map[string]*registration{},
 		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log, Trust: sipx.NewTrust(cfg.Peers)},
 			cfg.Forward, self...)}
 	n.px.TryingFromBAC = true // the BAC times it (overload.ObserveChain)
@@ -173,14 +178,7 @@ func (n *Node) remember(req *sip.Request, res *sip.Response) {
 		return
 	}
 	impu := sipx.AOR(to.Address)
-	exp := 0
-	if c := res.GetHeader("Contact"); c != nil {
-		if ch, ok := c.(*sip.ContactHeader); ok && ch.Params != nil {
-			if v, ok := ch.Params.Get("expires"); ok {
-				exp, _ = strconv.Atoi(v)
-			}
-		}
-	}
+	exp, _ := vocab.GrantedExpiry(res, nil) // none granted: the registration is gone
 	if exp <= 0 {
 		n.forget(impu)
 		if n.repl != nil {
@@ -352,7 +350,7 @@ func (n *Node) terminating(ctx context.Context, r *sipx.Request, req, out *sip.R
 		n.px.Refuse(r, "terminating_not_from_scscf")
 		return
 	}
-	if !*n.cfg.Restore && !n.knowsCallee(req) {
+	if !n.policy.PCSCFPassesUnknownCallee() && !n.knowsCallee(req) {
 		// Without restoration a P-CSCF cannot reach a phone that did not register through it (or a peer that
 		// replicates to it): the callee is unreachable until it registers again.
 		n.rec.Emit(obs.Refused{Direction: "mt", CallID: sipx.CallID(req), Method: string(req.Method),
@@ -383,7 +381,7 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 	n.recordRoute(out)
 
 	reg := n.lookup(identity) // the registration the identity belongs to (callerIdentity checked the binding)
-	reason := "not_registered_here"
+	unreachable := false
 	if reg != nil && len(reg.ServiceRoute) > 0 {
 		viaSR := out.Clone()
 		var first sip.Uri
@@ -402,17 +400,16 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 			n.px.Finish(stx, req, o)
 			return
 		}
-		if !*n.cfg.Restore {
-			// TS 24.229 §5.2.6.3: the S-CSCF cannot be reached; the UE is asked to register again.
-			n.px.RespondRestoration(stx, req, sipx.ReasonSCSCFUnreachable)
-			return
-		}
-		reason = "scscf_unreachable"
-	} else if !*n.cfg.Restore {
-		n.px.RespondRestoration(stx, req, sipx.ReasonNotRegisteredHere)
+		unreachable = true
+	}
+	d := n.policy.PCSCFOriginating(unreachable)
+	if d.Verdict == restore.Reregister {
+		// TS 24.229 §5.2.6.3: not registered here, or the S-CSCF cannot be reached; the UE is asked to register again.
+		n.px.RespondRestoration(stx, req, d.Reason)
 		return
 	}
-	sipx.PrependRoute(out, sipx.RouteURI("", n.cfg.ICSCF, sipx.ParamOrig, sipx.ParamRestore+"=1"))
+	reason := d.Reason
+	sipx.PrependRoute(out, sipx.RouteURI("", n.cfg.ICSCF, sipx.ParamOrig, restore.Marker))
 	n.rec.Emit(obs.Restore{IMPU: identity, Reason: reason, CallID: sipx.CallID(req), Method: string(req.Method)})
 	n.px.Finish(stx, req, n.px.Fwd.Forward(ctx, stx, out, sipx.SRVHop(n.cfg.ICSCF)))
 }
@@ -485,12 +482,9 @@ func (n *Node) byContact(contact string) *registration {
 }
 
 // toSCSCF sends to the S-CSCF of the Service-Route and to it only; its failure is handled by the I-CSCF with
-// restore=1, not by the per-host SRV fallback (SPEC §4.5).
+// restore=1, not by the per-host SRV fallback (SPEC §4.5), unless the S-CSCF pool replicates (restore.Policy.SCSCFHop).
 func (n *Node) toSCSCF(ctx context.Context, stx sip.ServerTransaction, out *sip.Request, host string) sipx.Outcome {
-	if n.cfg.SCSCFFailover {
-		return n.px.Fwd.Forward(ctx, stx, out, sipx.SRVHop(host))
-	}
-	return n.px.Fwd.Forward(ctx, stx, out, sipx.PinnedHop(host))
+	return n.px.Fwd.Forward(ctx, stx, out, n.policy.SCSCFHop(host))
 }
 
 // replState is the P-CSCF's registrations as seen by the replicator.

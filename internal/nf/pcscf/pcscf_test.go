@@ -13,6 +13,7 @@ import (
 	"github.com/imslab/quasipool/internal/nf/pcscf"
 	"github.com/imslab/quasipool/internal/proto/sipx"
 	"github.com/imslab/quasipool/internal/proto/sipx/sipxtest"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 	"github.com/imslab/quasipool/internal/runtime/pool"
 	"github.com/imslab/quasipool/internal/runtime/repl"
 )
@@ -156,6 +157,47 @@ var _ = Describe("P-CSCF", Label("integration"), func() {
 				Expect(l.icscf.Count(sip.INVITE)).To(Equal(0))
 			}, SpecTimeout(10*time.Second))
 
+			// The expiry the 200 grants decides whether the P-CSCF keeps the registration, by the rule of the
+			// I-CSCF's UAR type and the S-CSCF's SAR type (vocab): the Contact's expires parameter wins over the
+			// Expires header.
+			DescribeTable("keeps the registration a 200 grants, forgets it for an expiry of 0",
+				func(ctx SpecContext, hdrs []string, kept bool) {
+					Expect(l.register(user1, token1).StatusCode).To(Equal(200))
+					l.icscf.OnRequest(func(req *sip.Request) (int, []sip.Header) {
+						if req.Method != sip.REGISTER {
+							return 200, nil
+						}
+						out := []sip.Header{sip.NewHeader("Service-Route", "<sip:orig@scscf1.ims.test;lr>")}
+						for _, h := range hdrs {
+							name, value, _ := strings.Cut(h, ": ")
+							out = append(out, sip.NewHeader(name, value))
+						}
+						return 200, out
+					})
+					Expect(l.register(user1, token1).StatusCode).To(Equal(200))
+					Expect(l.bac.MustSend(invite("P-Preferred-Identity: <"+user1+">", "Contact: <"+token1+">"), l.addr).StatusCode).
+						To(Equal(200))
+					if kept {
+						Expect(l.scscf1.Count(sip.INVITE)).To(Equal(1), "by the Service-Route: registered")
+						Expect(l.icscf.Count(sip.INVITE)).To(Equal(0))
+					} else {
+						Expect(l.icscf.Count(sip.INVITE)).To(Equal(1), "to the I-CSCF with restore=1: not registered here")
+						Expect(l.scscf1.Count(sip.INVITE)).To(Equal(0))
+					}
+				},
+				Entry("Contact: <…>;expires=0", SpecTimeout(10*time.Second),
+					[]string{"Contact: <" + token1 + ">;expires=0"}, false),
+				Entry("Contact: <…>;expires=0 with Expires: 600", SpecTimeout(10*time.Second),
+					[]string{"Contact: <" + token1 + ">;expires=0", "Expires: 600"}, false),
+				Entry("Expires: 0 and a Contact without the parameter", SpecTimeout(10*time.Second),
+					[]string{"Contact: <" + token1 + ">", "Expires: 0"}, false),
+				Entry("no Contact (the S-CSCF's 200 to a de-registration)", SpecTimeout(10*time.Second), []string{}, false),
+				Entry("Contact: <…>;expires=600 with Expires: 0", SpecTimeout(10*time.Second),
+					[]string{"Contact: <" + token1 + ">;expires=600", "Expires: 0"}, true),
+				Entry("Expires: 600 and a Contact without the parameter", SpecTimeout(10*time.Second),
+					[]string{"Contact: <" + token1 + ">", "Expires: 600"}, true),
+			)
+
 			It("refuses a REGISTER from anyone but the BAC", func(ctx SpecContext) {
 				req := sipxtest.Request(sip.REGISTER, "sip:ims.test", "To: <"+user1+">", "Contact: <sip:user0001@127.0.0.1:5999>")
 				Expect(l.stranger.MustSend(req, l.addr).StatusCode).To(Equal(403))
@@ -216,7 +258,7 @@ var _ = Describe("P-CSCF", Label("integration"), func() {
 				l.scscf1.OnRequest(func(*sip.Request) (int, []sip.Header) { return 504, nil }) // e.g. the HSS is down
 				res := l.bac.MustSend(invite("P-Preferred-Identity: <"+user1+">", "Contact: <"+token1+">"), l.addr)
 				Expect(res.StatusCode).To(Equal(504))
-				Expect(sipx.IsRestoration(res)).To(BeFalse(), "not the 3GPP restoration body: the phone must not re-register")
+				Expect(vocab.IsRestoration(res)).To(BeFalse(), "not the 3GPP restoration body: the phone must not re-register")
 				Expect(l.icscf.Count(sip.INVITE)).To(Equal(0), "no restoration through the I-CSCF")
 				Expect(l.ev.Of("restore")).To(BeEmpty())
 			}, SpecTimeout(10*time.Second))
@@ -400,7 +442,7 @@ var _ = Describe("P-CSCF", Label("integration"), func() {
 		It("answers 504 with the restoration body for a caller it does not hold", func(ctx SpecContext) {
 			res := l.bac.MustSend(invite("P-Preferred-Identity: <"+user1+">", "Contact: <"+token1+">"), l.addr)
 			Expect(res.StatusCode).To(Equal(504))
-			Expect(sipx.IsRestoration(res)).To(BeTrue())
+			Expect(vocab.IsRestoration(res)).To(BeTrue())
 			Expect(string(res.Body())).To(ContainSubstring("initial-registration"))
 			Expect(l.icscf.Count(sip.INVITE) + l.scscf1.Count(sip.INVITE)).To(BeZero())
 		}, SpecTimeout(10*time.Second))
@@ -410,7 +452,7 @@ var _ = Describe("P-CSCF", Label("integration"), func() {
 			l.scscf1.OnRequest(func(*sip.Request) (int, []sip.Header) { return 0, nil })
 			res := l.bac.MustSend(invite("P-Preferred-Identity: <"+user1+">", "Contact: <"+token1+">"), l.addr)
 			Expect(res.StatusCode).To(Equal(504))
-			Expect(sipx.IsRestoration(res)).To(BeTrue())
+			Expect(vocab.IsRestoration(res)).To(BeTrue())
 			Expect(l.icscf.Count(sip.INVITE)).To(BeZero())
 		}, SpecTimeout(10*time.Second))
 

@@ -11,6 +11,7 @@ import (
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
 	"github.com/imslab/quasipool/internal/proto/sipx/sipxtest"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 )
 
 const (
@@ -209,7 +210,7 @@ var _ = Describe("without restoration (load-sharing scheme)", Label("integration
 		res := l.pcscf.MustSend(invite("sip:user0002@ims.test", "Route: <sip:orig@scscf1.ims.test;lr>",
 			"P-Asserted-Identity: <"+user5+">"), l.addr)
 		Expect(res.StatusCode).To(Equal(504))
-		Expect(sipx.IsRestoration(res)).To(BeTrue())
+		Expect(vocab.IsRestoration(res)).To(BeTrue())
 		Expect(l.hss.allSARs()).To(BeZero())
 		res = l.icscf.MustSend(invite(user5), l.addr)
 		Expect(res.StatusCode).To(Equal(480))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/restore"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
@@ -37,17 +38,10 @@ func (n *Node) recordRoute(out *sip.Request) {
 	out.PrependHeader(&sip.RecordRouteHeader{Address: sipx.RouteURI("", n.cfg.Host)})
 }
 
-// mayRestoreMO reports a sender whose asserted identity may make the S-CSCF take a user over for an originating
-// request: a P-CSCF (Service-Route failed over to us) or the I-CSCF (restore=1 after LIR with UAT 2).
-func mayRestoreMO(role sipx.Role) bool { return role == sipx.RolePCSCF || role == sipx.RoleICSCF }
-
-// mayRestoreMT reports a sender on whose word the S-CSCF takes a user over for a terminating request: only the
-// I-CSCF, which found this S-CSCF through the HSS (LIR).
-func mayRestoreMT(role sipx.Role) bool { return role == sipx.RoleICSCF }
-
 // originating serves a request from a registered user (TS 24.229 §5.4.3.2): identity from P-Asserted-Identity,
-// no application servers in the lab, then on to the callee's home network (its I-CSCF).
-func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.Request, restore bool) {
+// no application servers in the lab, then on to the callee's home network (its I-CSCF). A user it does not hold is
+// taken over as restore.Policy.SCSCFOriginating decides; marked is restore=1 on our Route entry.
+func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.Request, marked bool) {
 	stx := r.Tx
 	served := r.Identity()
 	if served == "" {
@@ -56,18 +50,19 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 	}
 	b := n.lookup(served)
 	if b == nil {
-		if !*n.cfg.Restore {
+		d := n.policy.SCSCFOriginating(r.Role)
+		if d.Verdict == restore.Reregister {
 			// TS 24.229 §5.4.3.2 with restoration not supported: no registration here, the UE must register again.
 			n.rec.Emit(obs.Refused{Direction: "mo", IMPU: served, CallID: sipx.CallID(req),
 				Method: string(req.Method), Reason: "not_registered_here"})
-			n.px.RespondRestoration(stx, req, sipx.ReasonNotRegisteredHere)
+			n.px.RespondRestoration(stx, req, d.Reason)
 			return
 		}
-		if !mayRestoreMO(r.Role) {
-			n.px.Refuse(r, "restore_not_from_pcscf_or_icscf")
+		if d.Verdict == restore.Refuse {
+			n.px.Refuse(r, d.Reason)
 			return
 		}
-		if b = n.restore(ctx, served, "mo", restore); b == nil {
+		if b = n.restore(ctx, served, "mo", marked); b == nil {
 			n.px.Respond(stx, req, 403, "Forbidden (not registered)")
 			return
 		}
@@ -81,17 +76,21 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 }
 
 // terminating delivers a request to a registered user: Request-URI = the registered Contact, Route = the Path.
-// The Path names a P-CSCF by host, so its per-host SRV record fails over to a surviving P-CSCF (SPEC §4.2).
-func (n *Node) terminating(ctx context.Context, r *sipx.Request, req, out *sip.Request, restore bool) {
+// The Path names a P-CSCF by host, so its per-host SRV record fails over to a surviving P-CSCF (SPEC §4.2). A
+// callee it does not hold is taken over as restore.Policy.SCSCFTerminating decides; marked is restore=1.
+func (n *Node) terminating(ctx context.Context, r *sipx.Request, req, out *sip.Request, marked bool) {
 	stx := r.Tx
 	callee := sipx.AOR(req.Recipient)
 	b := n.lookup(callee)
 	if b == nil {
-		if *n.cfg.Restore && !mayRestoreMT(r.Role) {
-			n.px.Refuse(r, "restore_not_from_icscf")
+		switch d := n.policy.SCSCFTerminating(r.Role); d.Verdict {
+		case restore.Refuse:
+			n.px.Refuse(r, d.Reason)
 			return
+		case restore.Take:
+			b = n.restore(ctx, callee, "mt", marked)
 		}
-		if b = n.restore(ctx, callee, "mt", restore); b == nil {
+		if b == nil {
 			n.px.Respond(stx, req, 480, "Temporarily Unavailable")
 			return
 		}
@@ -110,7 +109,7 @@ func (n *Node) terminating(ctx context.Context, r *sipx.Request, req, out *sip.R
 // restore takes over a user this S-CSCF does not know: SAR UNREGISTERED_USER makes the HSS record this S-CSCF
 // and return the SCSCF-Restoration-Info the previous S-CSCF stored at registration (SPEC §4.5, §4.6).
 func (n *Node) restore(ctx context.Context, impu, direction string, marked bool) *binding {
-	if impu == "" || !*n.cfg.Restore {
+	if impu == "" || !n.policy.Restore {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)

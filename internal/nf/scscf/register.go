@@ -16,6 +16,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
@@ -231,19 +232,11 @@ func newNonce() string {
 	return hex.EncodeToString(b)
 }
 
-// expiresOf returns the requested expiry: Contact expires parameter, else Expires header, else the default.
+// expiresOf returns the requested expiry (vocab.RequestedExpiry: the Contact's expires parameter, else the
+// Expires header), else the default.
 func (n *Node) expiresOf(req *sip.Request) time.Duration {
-	if c := req.Contact(); c != nil && c.Params != nil {
-		if v, ok := c.Params.Get("expires"); ok {
-			if s, err := strconv.Atoi(v); err == nil {
-				return time.Duration(s) * time.Second
-			}
-		}
-	}
-	if h := req.GetHeader("Expires"); h != nil {
-		if s, err := strconv.Atoi(strings.TrimSpace(h.Value())); err == nil {
-			return time.Duration(s) * time.Second
-		}
+	if s, ok := vocab.RequestedExpiry(req); ok {
+		return time.Duration(s) * time.Second
 	}
 	return n.cfg.Expires.Default
 }
@@ -269,7 +262,7 @@ func (n *Node) register(ctx context.Context, stx sip.ServerTransaction, req *sip
 		return
 	}
 	if exp < n.cfg.Expires.Min {
-		n.px.Respond(stx, req, 423, "Interval Too Brief", sip.NewHeader("Min-Expires", strconv.Itoa(int(n.cfg.Expires.Min.Seconds()))))
+		n.px.Respond(stx, req, 423, "Interval Too Brief", sip.NewHeader(vocab.HdrMinExpires, strconv.Itoa(int(n.cfg.Expires.Min.Seconds()))))
 		return
 	}
 	exp = min(exp, n.cfg.Expires.Max)
@@ -324,7 +317,7 @@ func (n *Node) register(ctx context.Context, stx sip.ServerTransaction, req *sip
 	res := sip.NewResponseFromRequest(req, 200, "OK", nil)
 	cu.UriParams = cu.UriParams.Clone()
 	ch := &sip.ContactHeader{Address: cu, Params: sip.NewParams()}
-	ch.Params.Add("expires", strconv.Itoa(int(exp.Seconds())))
+	ch.Params.Add(vocab.ParamExpires, strconv.Itoa(int(exp.Seconds())))
 	res.AppendHeader(ch)
 	for _, p := range path {
 		res.AppendHeader(sip.NewHeader(sipx.HdrPath, p))

@@ -76,6 +76,26 @@ var _ = Describe("registration", Label("integration"), func() {
 		Expect(l.node.Registered()).To(Equal(0))
 	}, SpecTimeout(10e9))
 
+	// The same expiry rule as the I-CSCF's UAR type and the P-CSCF's (vocab.RequestedExpiry): the Contact's expires
+	// parameter wins over the Expires header.
+	DescribeTable("a registered user's REGISTER: SAR USER_DEREGISTRATION for an expiry of 0, RE_REGISTRATION otherwise",
+		func(ctx SpecContext, contact, expires string, want cx.ServerAssignmentType, registered int) {
+			l.register("user0001")
+			ch, callID := l.challenge("user0001")
+			req := registerReq("user0001", callID, 2, answer{user: "user0001"}.authorization(ch))
+			req.ReplaceHeader(sip.NewHeader("Contact", contact))
+			req.ReplaceHeader(sip.NewHeader("Expires", expires))
+			Expect(l.icscf.MustSend(req, l.addr).StatusCode).To(Equal(200))
+			Expect(l.hss.SARs(want)).To(HaveLen(1))
+			Expect(l.node.Registered()).To(Equal(registered))
+		},
+		Entry("Contact: <…>;expires=0 with Expires: 600", SpecTimeout(10e9),
+			"<sip:user0001@bac.ims.test>;expires=0", "600", cx.SATUserDeregistration, 0),
+		Entry("Contact: * with Expires: 0", SpecTimeout(10e9), "*", "0", cx.SATUserDeregistration, 0),
+		Entry("Contact: <…>;expires=600 with Expires: 0", SpecTimeout(10e9),
+			"<sip:user0001@bac.ims.test>;expires=600", "0", cx.SATReRegistration, 1),
+	)
+
 	It("answers a wrong password with one new challenge, then 403 and SAR AUTHENTICATION_FAILURE", func(ctx SpecContext) {
 		ch, callID := l.challenge("user0001")
 		res := l.icscf.MustSend(registerReq("user0001", callID, 2, answer{user: "user0001", password: "guess"}.authorization(ch)), l.addr)

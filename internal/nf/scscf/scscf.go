@@ -17,6 +17,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/restore"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/runtime/pool"
 	"github.com/imslab/quasipool/internal/runtime/repl"
@@ -39,9 +40,10 @@ type Config struct {
 	Expires   struct{ Min, Max, Default time.Duration }
 	NonceTTL  time.Duration
 	Forward   sipx.ForwarderConfig
-	// Restore enables the quasi-pool takeover (default true); false makes the S-CSCF refuse users it does not
-	// know, as a load-sharing S-CSCF without restoration would: 504 with the restoration body for an originating
-	// request, 480 for a terminating one (docs/schemes.md).
+	// Restore is the node's restore.Policy, where the decisions are. It enables the quasi-pool takeover (default
+	// true); false makes the S-CSCF refuse users it does not know, as a load-sharing S-CSCF without restoration
+	// would: 504 with the restoration body for an originating request, 480 for a terminating one
+	// (docs/schemes.md).
 	Restore *bool
 	// Replication, when set, copies every registration (binding) to the pool peers and keeps theirs (pool-sync,
 	// active-standby, mutual; internal/runtime/repl).
@@ -109,12 +111,13 @@ type challenge struct {
 
 // Node is a running S-CSCF.
 type Node struct {
-	cfg Config
-	hss HSS
-	px  *sipx.Proxy
-	log *slog.Logger
-	rec *obs.Recorder
-	now func() time.Time
+	cfg    Config
+	policy restore.Policy // from cfg
+	hss    HSS
+	px     *sipx.Proxy
+	log    *slog.Logger
+	rec    *obs.Recorder
+	now    func() time.Time
 
 	repl *repl.Replicator
 
@@ -138,7 +141,7 @@ func New(cfg Config, hss HSS, ep *sipx.Endpoint, res pool.Resolver, health *pool
 		self = append(self, cfg.Host)
 	}
 	n := &Node{
-		cfg: cfg, hss: hss, log: log, rec: rec, now: time.Now,
+		cfg: cfg, policy: restore.Policy{Restore: *cfg.Restore}, hss: hss, log: log, rec: rec, now: time.Now,
 		regs: map[string]*binding{}, nonces: map[string]*challenge{}, failures: map[string]int{},
 		px: sipx.NewProxy(sipx.Deps{EP: ep, Res: res, Health: health, Rec: rec, Log: log, Trust: sipx.NewTrust(cfg.Peers)},
 			cfg.Forward, self...),

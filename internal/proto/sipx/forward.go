@@ -14,6 +14,7 @@ import (
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/runtime/pool"
 )
@@ -143,13 +144,13 @@ func (o Outcome) Succeeded() bool { return o.Final != nil && o.Final.IsSuccess()
 // Retryable reports an outcome after which another hop may be tried: no provisional relayed, and no final
 // response or a 408/503/504.
 //
-// A 504 with the 3GPP restoration body (IsRestoration) is not retried: it is the network's answer for this user
+// A 504 with the 3GPP restoration body (vocab.IsRestoration) is not retried: it is the network's answer for this user
 // (no member holds its registration; the phone must register again), and every other member would give it too.
 func (o Outcome) Retryable() bool {
 	if o.Relayed || o.Cancelled {
 		return false
 	}
-	return o.Final == nil || Retryable(o.Final.StatusCode) && !IsRestoration(o.Final)
+	return o.Final == nil || Retryable(o.Final.StatusCode) && !vocab.IsRestoration(o.Final)
 }
 
 // Retryable reports the status codes that send a request to the next target.
@@ -320,7 +321,7 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 				}
 			}
 			continue
-		case Retryable(res.StatusCode) && !IsRestoration(res):
+		case Retryable(res.StatusCode) && !vocab.IsRestoration(res):
 			switch {
 			case health != nil && f.cfg.DownOn5xx:
 				health.TransactionFailed(t, strconv.Itoa(res.StatusCode))
@@ -543,9 +544,4 @@ func (f *Forwarder) record(out *sip.Request, t pool.Target, status int, start ti
 		Status: status, LatencyUs: time.Since(start).Microseconds(), Failure: failure})
 }
 
-func callID(m sip.Message) string {
-	if c := m.CallID(); c != nil {
-		return c.Value()
-	}
-	return ""
-}
+func callID(m sip.Message) string { return vocab.CallID(m) }

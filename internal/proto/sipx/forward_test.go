@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/imslab/quasipool/internal/proto/sipx"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 	"github.com/imslab/quasipool/internal/runtime/pool"
 )
 
@@ -245,8 +246,8 @@ var _ = Describe("Forwarder", Label("integration"), func() {
 		ep, err := sipx.NewEndpoint("peer.test", "127.0.0.1:0", slog.New(slog.NewTextHandler(GinkgoWriter, nil)))
 		Expect(err).NotTo(HaveOccurred())
 		ep.Server.OnRequest(sip.MESSAGE, func(req *sip.Request, tx sip.ServerTransaction) {
-			res := sip.NewResponseFromRequest(req, 504, "Server Time-out", sipx.RestorationBody(sipx.ReasonNotRegisteredHere))
-			ct := sip.ContentTypeHeader(sipx.ContentType3GPPIMS)
+			res := sip.NewResponseFromRequest(req, 504, "Server Time-out", vocab.RestorationBody(vocab.ReasonNotRegisteredHere))
+			ct := sip.ContentTypeHeader(vocab.ContentType3GPPIMS)
 			res.AppendHeader(&ct)
 			_ = tx.Respond(res)
 		})
@@ -262,7 +263,7 @@ var _ = Describe("Forwarder", Label("integration"), func() {
 		f, _ := newForwarder(res)
 		out := f.Forward(sctx, nil, message(), sipx.SRVHop("x.ims.test"))
 		Expect(out.Final.StatusCode).To(Equal(504))
-		Expect(sipx.IsRestoration(out.Final)).To(BeTrue())
+		Expect(vocab.IsRestoration(out.Final)).To(BeTrue())
 		Expect(out.Attempts).To(Equal(2), "a plain 504 is retried, the restoration 504 is not")
 		Expect(out.Retryable()).To(BeFalse())
 		Expect(ok.count()).To(BeZero())

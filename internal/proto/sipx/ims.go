@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 )
 
 // Header names of the IMS extensions the testbed uses.
@@ -38,30 +40,8 @@ func HeaderValues(m Msg, name string) []string {
 	return out
 }
 
-// SplitList splits a header value on commas that are outside angle brackets and quotes.
-func SplitList(v string) []string {
-	var out []string
-	depth, quoted, start := 0, false, 0
-	for i, c := range v {
-		switch {
-		case c == '"':
-			quoted = !quoted
-		case c == '<' && !quoted:
-			depth++
-		case c == '>' && !quoted && depth > 0:
-			depth--
-		case c == ',' && !quoted && depth == 0:
-			if s := strings.TrimSpace(v[start:i]); s != "" {
-				out = append(out, s)
-			}
-			start = i + 1
-		}
-	}
-	if s := strings.TrimSpace(v[start:]); s != "" {
-		out = append(out, s)
-	}
-	return out
-}
+// SplitList splits a header value on commas that are outside angle brackets and quotes (vocab.SplitList).
+func SplitList(v string) []string { return vocab.SplitList(v) }
 
 // RemoveHeaders removes every header with that name (case-insensitive).
 func RemoveHeaders(m Msg, name string) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 	"github.com/imslab/quasipool/internal/runtime/overload"
 	"github.com/imslab/quasipool/internal/runtime/pool"
@@ -297,8 +298,8 @@ func HasToTag(req *sip.Request) bool {
 	return false
 }
 
-// CallID returns the Call-ID of a message.
-func CallID(m sip.Message) string { return callID(m) }
+// CallID returns the Call-ID of a message (vocab.CallID).
+func CallID(m sip.Message) string { return vocab.CallID(m) }
 
 // Deps are the collaborators every SIP network function is built from.
 type Deps struct {
