@@ -59,6 +59,8 @@ commands:
         interleaved and resumable; study.json and study.md with n, 95 % CI and provenance (docs/study.md)
   claims [--base docs] <study.json>...   every claim of the published studies in the order of the paper, with
         its verdict and the numbers behind it, as one markdown table (docs/results.md's first table)
+  results [all | <study> [dir] | storms | claims]   regenerate docs/results.md's generated sections (and the
+        published studies' study.json, study.md, results.md, figures/) from the committed runs (make results)
   bench [--kinds proxy,capacity,registration,memory] [--rate 100] [--call-rates 100,300,500] [--reg-rates 300,1000]
         [--phones 10000,100000]   issue 13's bench in one run: CPU per call per proxy hop of the lab's proxy beside
         Kamailio, full-chain calls/s, registrations/s and memory points; bench.md and bench.json with a table per
@@ -105,6 +107,8 @@ func main() {
 		os.Exit(runStudy(os.Args[2:], os.Stdout, os.Stderr))
 	case "claims":
 		os.Exit(claims(os.Args[2:], os.Stdout, os.Stderr))
+	case "results":
+		os.Exit(runResults(os.Args[2:], os.Stdout, os.Stderr))
 	case "bench":
 		os.Exit(runBench(os.Args[2:], os.Stdout, os.Stderr))
 	case "memory":

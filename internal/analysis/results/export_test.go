@@ -1,0 +1,3 @@
+package results
+
+var Num = num
