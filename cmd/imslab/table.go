@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/imslab/quasipool/internal/analysis/results"
+	"github.com/imslab/quasipool/internal/bench"
 	"github.com/imslab/quasipool/internal/harness/lab"
 )
 
@@ -34,6 +36,10 @@ tables:
                                          bench.json; default docs/results/bench/overload-2026-12-01/f240e19)
   late-users <study dir> <experiment> <scheme>   the affected users restored after the bound, tab-separated
   health-timeouts [dir]                  docs/results/health-timeouts/README.md's table
+  memory-marginal <small.json> <large.json> [--to 100000]   the nodes' memory per extra registered phone from
+                                         two memory points (imslab memory --json) and its extrapolation
+  capacity-ab --out <dir> NAME=ENV…      the settings compared by scripts/capacity-ab.sh, from <dir>/<name>-<k>/bench.json
+  capacity-step <dir>                    one line: the capacity step of the bench run in <dir>
 
 The paths without a directory argument are the repository's (found from the working directory, or --repo).`
 
@@ -52,12 +58,28 @@ func runTable(args []string, out, errOut io.Writer) int {
 	fs.Usage = func() { fmt.Fprintln(errOut, tableUsage+"\n\nflags:"); fs.PrintDefaults() }
 	repo := fs.String("repo", "", "repository root (default: found from the working directory)")
 	run := fs.Bool("run", false, "issue11, issue11-net, mutual, kpi-regression: run the scenarios or comparisons first (a lab; minutes)")
-	outDir := fs.String("out", "", "mutual, kpi-regression: the directory of the runs and the README (default: the published one)")
-	if err := fs.Parse(args[1:]); err != nil {
-		if err == flag.ErrHelp {
-			return 0
+	outDir := fs.String("out", "", "mutual, kpi-regression: the directory of the runs and the README (default: the published one); "+
+		"capacity-ab: the directory of the settings' bench runs")
+	to := fs.Int("to", 100000, "memory-marginal: the phones to extrapolate to")
+	// The arguments and the flags in any order.
+	var pos []string
+	for rest := args[1:]; ; {
+		if err := fs.Parse(rest); err != nil {
+			if err == flag.ErrHelp {
+				return 0
+			}
+			return 2
 		}
-		return 2
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, rest = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	arg := func(i int) string {
+		if i < len(pos) {
+			return pos[i]
+		}
+		return ""
 	}
 	// Tables of the repository's published runs: from its root, as their documents name the paths.
 	inRepo := func() bool {
@@ -91,28 +113,28 @@ func runTable(args []string, out, errOut io.Writer) int {
 	var err error
 	switch name {
 	case "storms":
-		if fs.NArg() == 0 {
+		if len(pos) == 0 {
 			fmt.Fprintln(errOut, "usage: imslab table storms <published run dir>...")
 			return 2
 		}
-		text, err = results.StormTable(fs.Args())
+		text, err = results.StormTable(pos)
 	case "issue11", "issue11-net":
 		if !inRepo() {
 			return 2
 		}
 		network := name == "issue11-net"
 		if *run {
-			if err := results.RunIssue11(ctx, self(), results.Issue11Dir, network, fs.Args()); err != nil {
+			if err := results.RunIssue11(ctx, self(), results.Issue11Dir, network, pos); err != nil {
 				fmt.Fprintln(errOut, "imslab table:", err)
 				return 1
 			}
-		} else if fs.NArg() > 0 {
+		} else if len(pos) > 0 {
 			fs.Usage()
 			return 2
 		}
 		text, err = results.Issue11Table(results.Issue11Dir, network)
 	case "mutual", "kpi-regression":
-		if fs.NArg() > 0 || !inRepo() {
+		if len(pos) > 0 || !inRepo() {
 			return 2
 		}
 		dir := *outDir
@@ -138,7 +160,7 @@ func runTable(args []string, out, errOut io.Writer) int {
 			err = os.WriteFile(filepath.Join(dir, "README.md"), []byte(text), 0o644)
 		}
 	case "overload":
-		dir := fs.Arg(0)
+		dir := arg(0)
 		if dir == "" {
 			if !inRepo() {
 				return 2
@@ -147,13 +169,13 @@ func runTable(args []string, out, errOut io.Writer) int {
 		}
 		text, err = results.OverloadTable(dir)
 	case "late-users":
-		if fs.NArg() != 3 {
+		if len(pos) != 3 {
 			fmt.Fprintln(errOut, "usage: imslab table late-users <study dir> <experiment> <scheme>")
 			return 2
 		}
-		text, err = results.LateUsers(fs.Arg(0), fs.Arg(1), fs.Arg(2))
+		text, err = results.LateUsers(arg(0), arg(1), arg(2))
 	case "health-timeouts":
-		dir := fs.Arg(0)
+		dir := arg(0)
 		if dir == "" {
 			if !inRepo() {
 				return 2
@@ -161,6 +183,38 @@ func runTable(args []string, out, errOut io.Writer) int {
 			dir = "docs/results/health-timeouts"
 		}
 		text, err = results.HealthTimeoutsTable(dir)
+	case "memory-marginal":
+		if len(pos) != 2 {
+			fmt.Fprintln(errOut, "usage: imslab table memory-marginal <small.json> <large.json> [--to 100000]")
+			return 2
+		}
+		var a, b *bench.MemoryPoint
+		if a, err = bench.ReadMemoryPointFile(arg(0)); err == nil {
+			if b, err = bench.ReadMemoryPointFile(arg(1)); err == nil {
+				text = bench.MemoryMarginal(a, b, *to)
+			}
+		}
+	case "capacity-ab":
+		if *outDir == "" || len(pos) == 0 {
+			fmt.Fprintln(errOut, "usage: imslab table capacity-ab --out <dir> NAME=ENV[,ENV…] …")
+			return 2
+		}
+		var settings []bench.Setting
+		for _, p := range pos {
+			n, env, ok := strings.Cut(p, "=")
+			if !ok || n == "" {
+				fmt.Fprintf(errOut, "imslab table capacity-ab: %q: want NAME=ENV[,ENV…]\n", p)
+				return 2
+			}
+			settings = append(settings, bench.Setting{Name: n, Env: env})
+		}
+		text, err = bench.SettingsTable(*outDir, settings)
+	case "capacity-step":
+		if len(pos) != 1 {
+			fmt.Fprintln(errOut, "usage: imslab table capacity-step <bench out dir>")
+			return 2
+		}
+		text, err = bench.CapacityLine(arg(0))
 	default:
 		fmt.Fprintf(errOut, "imslab table: unknown table %q\n%s\n", name, tableUsage)
 		return 2

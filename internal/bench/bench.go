@@ -640,7 +640,7 @@ func benchTargets(rep *benchReport) []targetRow {
 	rows = append(rows, row)
 
 	// Memory: the point at 100k phones when there is one, else a straight line through the two largest points
-	// (the memory per extra phone, as scripts/memory-marginal.sh; marked as extrapolated).
+	// (the memory per extra phone, as imslab table memory-marginal; marked as extrapolated).
 	row = targetRow{Measure: fmt.Sprintf("memory of all nodes, %dk registered phones (sum of peaks after t0)", targetMemPhones/1000),
 		Target: fmt.Sprintf("≤ %.1f GB", targetMemBytes/1e9), Met: "not measured"}
 	var points []*memoryStep

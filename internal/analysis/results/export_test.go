@@ -1,3 +1,0 @@
-package results
-
-var Num = num
