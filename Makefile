@@ -45,4 +45,4 @@ bench:           ## issue 13's bench in one run: proxy vs Kamailio, capacity, re
 	go run ./cmd/imslab bench $(ARGS)
 
 results:         ## regenerate docs/results.md's study sections and claims from the committed runs (nothing is run)
-	scripts/results-md.sh all
+	go run ./cmd/imslab results all

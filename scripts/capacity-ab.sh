@@ -11,7 +11,7 @@
 #
 # A setting is a name and the environment given to imslab, which the lab's nodes inherit (GOMAXPROCS, GOGC,
 # GOMEMLIMIT, …; empty = as it is). Output: DIR/<name>-<k>/bench.json and bench.md of each step, DIR/table.md.
-# The steps' run directories are removed (their bench.json keeps the figures). Needs jq.
+# The steps' run directories are removed (their bench.json keeps the figures); the table is imslab table capacity-ab.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rate=120 duration=20s repeat=3 out="runs/capacity-ab-$(date -u +%Y%m%d-%H%M%S)" bindir=""
@@ -28,7 +28,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#settings[@]} -gt 0 ] || { echo "$0: name at least one setting (default= for the lab as it is)" >&2; exit 2; }
-command -v jq >/dev/null || { echo "$0: jq not found (apt-get install -y jq)" >&2; exit 2; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 go build -o "$out/imslab" ./cmd/imslab
@@ -47,23 +46,13 @@ for k in $(seq 1 "$repeat"); do
     env "${kv[@]}" "$out/imslab" bench --kinds capacity --call-rates "$rate" --call-duration "$duration" \
       --bin-dir "$bindir" --out "$dir" >"$dir.log" 2>&1 || true
     find "$dir" -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
-    jq -r '.capacity[0] | "   \(.nodes_cpu_ms_per_call) ms/call, \(.answered_per_s) answered/s, \(.failure_share) failed"' "$dir/bench.json" 2>/dev/null || echo "   no bench.json (see $dir.log)"
+    "$out/imslab" table capacity-step "$dir" 2>/dev/null || echo "   no bench.json (see $dir.log)"
   done
 done
-rm -f "$out/imslab"
 {
   echo "\`scripts/capacity-ab.sh --rate $rate --duration $duration --repeat $repeat ${settings[*]}\`, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!runs' || echo ' (dirty)')"
   echo
-  echo "| setting | environment | n | nodes' CPU ms per answered call: median (min–max) | answered/s: median (min–max) | failed %: max | setup p95 to 180 (ms): median |"
-  echo "|---|---|---|---|---|---|---|"
-  for s in "${settings[@]}"; do
-    name=${s%%=*} envs=${s#*=}
-    cat "$out/$name"-*/bench.json 2>/dev/null | jq -s -r --arg name "$name" --arg envs "${envs:-(as it is)}" '
-      def med: sort | if length == 0 then null elif length % 2 == 1 then .[length/2|floor] else (.[length/2-1] + .[length/2]) / 2 end;
-      def r2: . * 100 | round / 100;
-      [.[] | .capacity[0] | select(.error == null or .error == "")] as $c
-      | ($c | map(.nodes_cpu_ms_per_call)) as $cpu | ($c | map(.answered_per_s)) as $ans
-      | "| \($name) | \($envs) | \($c | length) | \($cpu | med | r2) (\($cpu | min | r2)–\($cpu | max | r2)) | \($ans | med | r2) (\($ans | min | r2)–\($ans | max | r2)) | \($c | map(.failure_share * 100) | max | r2) | \($c | map(.setup_180_p95_ms) | med) |"'
-  done
+  "$out/imslab" table capacity-ab --out "$out" "${settings[@]}"
 } >"$out/table.md"
+rm -f "$out/imslab"
 cat "$out/table.md"

@@ -62,6 +62,11 @@ commands:
         interleaved and resumable; study.json and study.md with n, 95 % CI and provenance (docs/study.md)
   claims [--base docs] <study.json>...   every claim of the published studies in the order of the paper, with
         its verdict and the numbers behind it, as one markdown table (docs/results.md's first table)
+  results [all | <study> [dir] | storms | claims]   regenerate docs/results.md's generated sections (and the
+        published studies' study.json, study.md, results.md, figures/) from the committed runs (make results)
+  table storms|issue11|issue11-net|mutual|kpi-regression|overload|late-users|health-timeouts   a table of the
+        documents from the committed runs' summary.json (imslab table -h)
+  publish run|study   copy a run or a study into a directory that can be committed (imslab publish -h)
   bench [--kinds proxy,capacity,registration,memory] [--rate 100] [--call-rates 100,300,500] [--reg-rates 300,1000]
         [--phones 10000,100000]   issue 13's bench in one run: CPU per call per proxy hop of the lab's proxy beside
         Kamailio, full-chain calls/s, registrations/s and memory points; bench.md and bench.json with a table per
@@ -110,6 +115,12 @@ func main() {
 		os.Exit(runStudy(os.Args[2:], os.Stdout, os.Stderr))
 	case "claims":
 		os.Exit(claims(os.Args[2:], os.Stdout, os.Stderr))
+	case "results":
+		os.Exit(runResults(os.Args[2:], os.Stdout, os.Stderr))
+	case "table":
+		os.Exit(runTable(os.Args[2:], os.Stdout, os.Stderr))
+	case "publish":
+		os.Exit(runPublish(os.Args[2:], os.Stdout, os.Stderr))
 	case "bench":
 		os.Exit(runBench(os.Args[2:], os.Stdout, os.Stderr))
 	case "memory":

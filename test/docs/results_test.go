@@ -22,15 +22,12 @@ func withoutProvenance(s string) []string {
 	return out
 }
 
-var _ = Describe("docs/results.md", Label("unit"), func() {
+var _ = Describe("docs/results.md", Label("integration"), func() {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	Expect(err).NotTo(HaveOccurred())
 
-	It("is what the committed runs give: `make results` on a copy of docs/ changes nothing but the provenance lines", Label("full"),
+	It("is what the committed runs give: `make results` on a copy of docs/ changes nothing but the provenance lines",
 		func() {
-			if _, err := exec.LookPath("jq"); err != nil {
-				Skip("jq is not installed (scripts/results-md.sh reads the example runs' seeds with it)")
-			}
 			tmp := GinkgoT().TempDir()
 			bin := filepath.Join(tmp, "imslab")
 			build := exec.Command("go", "build", "-o", bin, "./cmd/imslab")
@@ -38,16 +35,16 @@ var _ = Describe("docs/results.md", Label("unit"), func() {
 			out, err := build.CombinedOutput()
 			Expect(err).NotTo(HaveOccurred(), string(out))
 
-			// The copy: the script, the study files and the scenarios they name, docs/results.md, every
-			// published study's runs and the storm runs.
+			// The copy: the study files and the scenarios they name, docs/results.md, every published study's
+			// runs and the storm runs.
 			work := filepath.Join(tmp, "repo")
-			for _, d := range []string{"scripts", "studies", "scenarios", "topologies"} {
+			for _, d := range []string{"studies", "scenarios", "topologies"} {
 				Expect(os.CopyFS(filepath.Join(work, d), os.DirFS(filepath.Join(root, d)))).To(Succeed(), d)
 			}
 			studies, err := filepath.Glob(filepath.Join(root, "docs", "results", "study-*"))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(studies).NotTo(BeEmpty())
-			// and the 100k storm runs whose table `results-md.sh storms` writes
+			// and the 100k storm runs whose table `imslab results storms` writes
 			storms, err := filepath.Glob(filepath.Join(root, "docs", "results", "issue13", "storm-100k-*"))
 			Expect(err).NotTo(HaveOccurred())
 			for _, d := range append(studies, storms...) {
@@ -59,9 +56,7 @@ var _ = Describe("docs/results.md", Label("unit"), func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(os.WriteFile(filepath.Join(work, "docs", "results.md"), want, 0o644)).To(Succeed())
 
-			cmd := exec.Command("bash", filepath.Join(work, "scripts", "results-md.sh"), "all")
-			cmd.Dir = work
-			cmd.Env = append(os.Environ(), "IMSLAB="+bin)
+			cmd := exec.Command(bin, "results", "--repo", work, "all")
 			out, err = cmd.CombinedOutput()
 			Expect(err).NotTo(HaveOccurred(), string(out))
 			Expect(string(out)).To(ContainSubstring("claims overview updated"))

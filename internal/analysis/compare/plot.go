@@ -1,7 +1,6 @@
 package compare
 
 import (
-	"bytes"
 	"fmt"
 	"image/color"
 	"sort"
@@ -9,25 +8,14 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/imslab/quasipool/internal/analysis/figure"
 	"github.com/imslab/quasipool/internal/analysis/report"
 )
 
-var palette = []color.RGBA{
-	{R: 0x1f, G: 0x5f, B: 0xa8, A: 0xff}, // blue
-	{R: 0xc0, G: 0x30, B: 0x20, A: 0xff}, // red
-	{R: 0x2a, G: 0x8a, B: 0x3a, A: 0xff}, // green
-	{R: 0xd0, G: 0x80, B: 0x10, A: 0xff}, // orange
-	{R: 0x70, G: 0x40, B: 0xa0, A: 0xff}, // purple
-	{R: 0x10, G: 0x90, B: 0x90, A: 0xff}, // teal
-	{R: 0x80, G: 0x50, B: 0x30, A: 0xff}, // brown
-	{R: 0x50, G: 0x50, B: 0x50, A: 0xff}, // grey
-}
+var colFault = figure.Fault
 
-var colFault = color.RGBA{R: 0x60, G: 0x60, B: 0x60, A: 0xff}
-
-func colorOf(i int) color.RGBA { return palette[i%len(palette)] }
+func colorOf(i int) color.RGBA { return figure.PaletteColour(i) }
 
 // series is one named line of a comparison plot.
 type series struct {
@@ -170,15 +158,14 @@ func plotReregScatter(rows []Row, sums map[string]*report.Summary) ([]byte, erro
 		return nil, fmt.Errorf("compare: plot: %w", err)
 	}
 	diag.Color = colFault
-	diag.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	diag.Dashes = figure.FaultDash
 	p.Add(diag)
 	p.Legend.Add("y = x", diag)
 	p.X.Max, p.Y.Max = top*1.05, top*1.05
 	return svg(p)
 }
 
-var shapes = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.TriangleGlyph{}, draw.BoxGlyph{}, draw.CrossGlyph{},
-	draw.PlusGlyph{}, draw.RingGlyph{}, draw.SquareGlyph{}, draw.PyramidGlyph{}}
+var shapes = figure.Glyphs
 
 func interruptionOf(u report.UserKPI, dir string) *float64 {
 	if dir == "mo" {
@@ -206,7 +193,7 @@ func addLines(p *plot.Plot, ss []series, points bool) error {
 		l.Color = colorOf(i)
 		l.Width = vg.Points(1.5)
 		if i%2 == 1 {
-			l.Dashes = []vg.Length{vg.Points(6), vg.Points(2)}
+			l.Dashes = figure.AltDash
 		}
 		p.Add(l)
 		if points {
@@ -230,22 +217,18 @@ func vline(p *plot.Plot, x, top float64, name string) error {
 		return fmt.Errorf("compare: plot: %w", err)
 	}
 	l.Color = colFault
-	l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	l.Dashes = figure.FaultDash
 	p.Add(l)
 	p.Legend.Add(name, l)
 	return nil
 }
 
 func svg(p *plot.Plot) ([]byte, error) {
-	w, err := p.WriterTo(8*vg.Inch, 4*vg.Inch, "svg")
+	b, err := figure.SVG(p, figure.Wide)
 	if err != nil {
 		return nil, fmt.Errorf("compare: plot: %w", err)
 	}
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		return nil, fmt.Errorf("compare: plot: %w", err)
-	}
-	return buf.Bytes(), nil
+	return b, nil
 }
 
-var dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+var dashes = figure.LongDash

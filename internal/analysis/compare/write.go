@@ -25,7 +25,7 @@ const (
 	DirPlots     = "plots"
 )
 
-type figure struct{ file, title, caption, svg string }
+type plotFile struct{ file, title, caption, svg string }
 
 // Write writes the comparison files of res into dir: compare.json, table1.csv, plots/*.svg, compare.md and
 // compare.html (self-contained).
@@ -34,7 +34,7 @@ func Write(dir string, res *Result) error {
 		return fmt.Errorf("compare: %w", err)
 	}
 	res.Files = []string{FileMarkdown, FileHTML, FileJSON, FileTable}
-	var figs []figure
+	var figs []plotFile
 	for _, f := range []struct {
 		file, title, caption string
 		draw                 func() ([]byte, error)
@@ -65,7 +65,7 @@ func Write(dir string, res *Result) error {
 			return fmt.Errorf("compare: %w", err)
 		}
 		res.Files = append(res.Files, rel)
-		figs = append(figs, figure{file: rel, title: f.title, caption: f.caption, svg: string(b)})
+		figs = append(figs, plotFile{file: rel, title: f.title, caption: f.caption, svg: string(b)})
 	}
 	if err := os.WriteFile(filepath.Join(dir, FileTable), TableCSV(res.Rows), 0o644); err != nil {
 		return fmt.Errorf("compare: %w", err)
@@ -324,7 +324,7 @@ var method = []string{
 	"The scenario's expectations were checked for every scheme; a scheme missing them is a result, not an error.",
 }
 
-func markdown(res *Result, figs []figure) string {
+func markdown(res *Result, figs []plotFile) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Protection schemes compared: %s\n\n", res.Scenario)
 	b.WriteString("## Setup\n\n")
@@ -374,7 +374,7 @@ func markdown(res *Result, figs []figure) string {
 	return b.String()
 }
 
-func htmlDoc(res *Result, figs []figure) string {
+func htmlDoc(res *Result, figs []plotFile) string {
 	var b strings.Builder
 	e := html.EscapeString
 	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%s</title>\n", e("Protection schemes compared: "+res.Scenario))

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/imslab/quasipool/internal/analysis/figure"
 )
 
 // ladder is one drawn sequence diagram.
@@ -136,10 +138,10 @@ type ladderRow struct {
 	offsetMs  float64
 }
 
-const (
-	ladderLeft, ladderLaneW, ladderTop, ladderRowH, ladderBottom = 90, 150, 70, 26, 30
-	ladderSIPColor, ladderCxColor                                = "#1f5fa8", "#b35900"
-)
+const ladderLeft, ladderLaneW, ladderTop, ladderRowH, ladderBottom = 90, 150, 70, 26, 30
+
+// The SVG's colours of SIP and Diameter messages, the PNG's (ladderpng.go).
+var ladderSIPColor, ladderCxColor = figure.Hex(figure.Blue), figure.Hex(figure.Cx)
 
 func layoutLadder(title string, msgs []msg, ab addressBook) ladderLayout {
 	laneSet := map[string]bool{}

@@ -1,41 +1,44 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
 	"image/color"
 
-	stdfnt "golang.org/x/image/font"
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/imslab/quasipool/internal/analysis/figure"
 )
 
 // ladderDPI is the PNG's resolution: 2 pixels per point of the SVG, sharp on a slide or in a paper.
 const ladderDPI = 144
 
 var (
-	ladderSIPRGB  = color.RGBA{R: 0x1f, G: 0x5f, B: 0xa8, A: 0xff}
-	ladderCxRGB   = color.RGBA{R: 0xb3, G: 0x59, B: 0x00, A: 0xff}
-	ladderGrey    = color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}
-	ladderDarkRGB = color.RGBA{R: 0x55, G: 0x55, B: 0x55, A: 0xff}
+	ladderSIPRGB  = figure.Blue
+	ladderCxRGB   = figure.Cx
+	ladderGrey    = figure.Lane
+	ladderDarkRGB = figure.Dark
 )
 
 // png draws the layout as a PNG: the same lanes, arrows, labels and offsets as its SVG, in the Liberation Sans
 // font gonum/plot ships (present on every machine, unlike the SVG's sans-serif, which the viewer chooses).
 func (l ladderLayout) png() ([]byte, error) {
 	w, h := vg.Points(float64(l.width)), vg.Points(float64(l.height))
-	ic := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(ladderDPI), vgimg.UseBackgroundColor(color.White))
+	b, err := figure.DrawPNG(figure.Size{W: w, H: h, DPI: ladderDPI}, func(ic vg.CanvasSizer) { l.draw(ic, h) })
+	if err != nil {
+		return nil, fmt.Errorf("report: ladder png: %w", err)
+	}
+	return b, nil
+}
+
+// draw draws the layout on a canvas of height h.
+func (l ladderLayout) draw(ic vg.CanvasSizer, h vg.Length) {
 	dc := draw.New(ic)
 	// pt converts the layout's coordinates (y down from the top) to the canvas's (y up from the bottom).
 	pt := func(x, y float64) vg.Point { return vg.Point{X: vg.Points(x), Y: h - vg.Points(y)} }
 	text := func(x, y float64, s string, size float64, bold bool, col color.Color, align draw.XAlignment) {
-		f := font.Font{Typeface: "Liberation", Variant: "Sans", Size: vg.Points(size)}
-		if bold {
-			f.Weight = stdfnt.WeightBold
-		}
+		f := figure.Sans(size, bold)
 		dc.FillText(draw.TextStyle{Color: col, Font: f, XAlign: align, YAlign: draw.YBottom,
 			Handler: plot.DefaultTextHandler}, pt(x, y), s)
 	}
@@ -52,7 +55,7 @@ func (l ladderLayout) png() ([]byte, error) {
 	}
 	// arrowHead fills a triangle pointing along the x axis (dir = +1 right, −1 left) with its tip at (x, y).
 	arrowHead := func(x, y, dir float64) {
-		ic.SetColor(color.RGBA{R: 0x33, G: 0x33, B: 0x33, A: 0xff})
+		ic.SetColor(figure.Ink)
 		var p vg.Path
 		p.Move(pt(x, y))
 		p.Line(pt(x-dir*8, y-4))
@@ -87,9 +90,4 @@ func (l ladderLayout) png() ([]byte, error) {
 		}
 		text((x1+x2)/2, y-4, r.label, 12, false, col, draw.XCenter)
 	}
-	var b bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: ic}).WriteTo(&b); err != nil {
-		return nil, fmt.Errorf("report: ladder png: %w", err)
-	}
-	return b.Bytes(), nil
 }

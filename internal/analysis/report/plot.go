@@ -1,19 +1,20 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
 	"image/color"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/imslab/quasipool/internal/analysis/figure"
 )
 
 var (
-	colAffected = color.RGBA{R: 0xc0, G: 0x30, B: 0x20, A: 0xff}
-	colOthers   = color.RGBA{R: 0x1f, G: 0x5f, B: 0xa8, A: 0xff}
-	colFault    = color.RGBA{R: 0x60, G: 0x60, B: 0x60, A: 0xff}
+	colAffected = figure.Red
+	colOthers   = figure.Blue
+	colFault    = figure.Fault
 )
 
 // plotSuccess draws "call success over time": per bin, the success ratio of affected and other users' call
@@ -98,7 +99,7 @@ func markFaults(p *plot.Plot, s *Summary, top float64) error {
 			return fmt.Errorf("report: plot: %w", err)
 		}
 		l.Color = colFault
-		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		l.Dashes = figure.FaultDash
 		p.Add(l)
 		if i == 0 {
 			p.Legend.Add(fmt.Sprintf("fault: %s %s", f.Kind, f.Target), l)
@@ -111,7 +112,7 @@ func markFaults(p *plot.Plot, s *Summary, top float64) error {
 			return fmt.Errorf("report: plot: %w", err)
 		}
 		h.Color = colFault
-		h.Dashes = []vg.Length{vg.Points(1), vg.Points(3)}
+		h.Dashes = figure.HealDash
 		p.Add(h)
 		if i == 0 {
 			p.Legend.Add("healed", h)
@@ -125,21 +126,9 @@ func render(p *plot.Plot, s *Summary) ([]byte, error) {
 	if s.DurationS > 0 {
 		p.X.Max = max(s.DurationS, float64(len(s.Bins))*binWidthS)
 	}
-	w, err := p.WriterTo(8*vg.Inch, 3.5*vg.Inch, "svg")
+	b, err := figure.SVG(p, figure.Strip)
 	if err != nil {
 		return nil, fmt.Errorf("report: plot: %w", err)
 	}
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		return nil, fmt.Errorf("report: plot: %w", err)
-	}
-	return SVGFontFallback(buf.Bytes()), nil
-}
-
-// SVGFontFallback adds generic fallbacks to the font-family gonum/plot writes in an SVG (the Liberation fonts it
-// ships and draws the PNG with): a viewer without them, as most machines, uses a metric-compatible or generic serif
-// face instead of its default. The fonts are not embedded (that would add about 0.5 MB to every SVG).
-func SVGFontFallback(svg []byte) []byte {
-	return bytes.ReplaceAll(svg, []byte("font-family:Liberation Serif;"),
-		[]byte("font-family:Liberation Serif,Times New Roman,Times,serif;"))
+	return b, nil
 }

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"image/color"
@@ -11,6 +10,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/imslab/quasipool/internal/analysis/figure"
 )
 
 // z95 is the 0.975 quantile of the standard normal distribution (two-sided 95 % band).
@@ -303,8 +304,7 @@ func plotRestore(sv *Survival) (svg, png []byte, err error) {
 		end = min(end, 1.25*last+sv.IntervalS)
 	}
 	p.X.Min, p.X.Max = 0, end
-	colMT := color.RGBA{R: 0x1f, G: 0x5f, B: 0xa8, A: 0xff}
-	colMO := color.RGBA{R: 0x2a, G: 0x8a, B: 0x3a, A: 0xff}
+	colMT, colMO := figure.Blue, figure.Green
 	for _, cv := range []struct {
 		name string
 		c    *KMCurve
@@ -314,7 +314,7 @@ func plotRestore(sv *Survival) (svg, png []byte, err error) {
 		{"MT and MO (service)", &sv.Service, colAffected, true},
 		{"MT", &sv.MT, colMT, false},
 		{"MO", &sv.MO, colMO, false},
-		{"MT and MO, at the probes' answer", &sv.ServiceAnswered, color.RGBA{R: 0x8a, G: 0x3a, B: 0xb0, A: 0xff}, false},
+		{"MT and MO, at the probes' answer", &sv.ServiceAnswered, figure.Purple, false},
 	} {
 		if cv.c.N == 0 {
 			continue
@@ -337,7 +337,7 @@ func plotRestore(sv *Survival) (svg, png []byte, err error) {
 		l.Color = cv.col
 		l.Width = vg.Points(1.5)
 		if !cv.band {
-			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			l.Dashes = figure.CurveDash
 			l.Width = vg.Points(1)
 		}
 		p.Add(l)
@@ -349,27 +349,14 @@ func plotRestore(sv *Survival) (svg, png []byte, err error) {
 			return nil, nil, fmt.Errorf("report: plot: %w", err)
 		}
 		b.Color = colFault
-		b.Dashes = []vg.Length{vg.Points(1), vg.Points(3)}
+		b.Dashes = figure.HealDash
 		p.Add(b)
 		p.Legend.Add(fmt.Sprintf("detection + one probe interval (%.2f s)", sv.BoundS), b)
 	}
-	out := func(format string) ([]byte, error) {
-		w, err := p.WriterTo(8*vg.Inch, 4*vg.Inch, format)
-		if err != nil {
-			return nil, fmt.Errorf("report: plot: %w", err)
-		}
-		var buf bytes.Buffer
-		if _, err := w.WriteTo(&buf); err != nil {
-			return nil, fmt.Errorf("report: plot: %w", err)
-		}
-		return buf.Bytes(), nil
+	if svg, png, err = figure.SVGAndPNG(p, figure.Wide); err != nil {
+		return nil, nil, fmt.Errorf("report: plot: %w", err)
 	}
-	if svg, err = out("svg"); err != nil {
-		return nil, nil, err
-	}
-	svg = SVGFontFallback(svg)
-	png, err = out("png")
-	return svg, png, err
+	return svg, png, nil
 }
 
 // probedFault is the fault the bound of the restoration curve counts from: the first, in time, that affected a

@@ -17,8 +17,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/imslab/quasipool/internal/analysis/figure"
 )
 
 // Timeline window around the (first) fault: from timelineBeforeS before it to timelineAfterS after it, clipped
@@ -31,7 +31,7 @@ const (
 
 var (
 	poolMember = regexp.MustCompile(`^(pcscf|scscf)[0-9]+$`)
-	colDetect  = color.RGBA{R: 0x80, G: 0x20, B: 0x90, A: 0xff}
+	colDetect  = figure.Detect
 )
 
 // timelineSeries is one line of a timeline panel: a count per bin.
@@ -186,11 +186,7 @@ func floatKeys(m map[string][]float64) map[string]float64 {
 	return out
 }
 
-func memberColour(i int) color.Color {
-	cs := []color.RGBA{{0x00, 0x72, 0xb2, 0xff}, {0xd5, 0x5e, 0x00, 0xff}, {0x00, 0x9e, 0x73, 0xff},
-		{0xcc, 0x79, 0xa7, 0xff}, {0xe6, 0x9f, 0x00, 0xff}, {0x56, 0xb4, 0xe9, 0xff}}
-	return cs[i%len(cs)]
-}
+func memberColour(i int) color.Color { return figure.MemberColour(i) }
 
 // plotTimeline draws the timeline around the fault as three panels over one time axis: requests/s routed to
 // each pool member, the HSS's Cx answers/s, and calls answered/failed per second; the faults and every node's
@@ -199,7 +195,7 @@ func plotTimeline(s *Summary, tl *timeline) (svg, png []byte, err error) {
 	panel := func(title, y string, series []timelineSeries, legend bool) (*plot.Plot, error) {
 		p := plot.New()
 		p.Title.Text = title
-		p.Title.TextStyle.Font.Size = vg.Points(10)
+		p.Title.TextStyle.Font.Size = figure.PanelTitle
 		p.Y.Label.Text = y
 		p.X.Min, p.X.Max = tl.fromS, tl.toS
 		p.Y.Min = 0
@@ -209,7 +205,7 @@ func plotTimeline(s *Summary, tl *timeline) (svg, png []byte, err error) {
 		}
 		p.Y.Max = top * 1.15
 		p.Legend.Top, p.Legend.Left = true, false
-		p.Legend.TextStyle.Font.Size = vg.Points(8)
+		p.Legend.TextStyle.Font.Size = figure.PanelLegend
 		for _, se := range series {
 			var xys plotter.XYs
 			for i, c := range se.counts {
@@ -231,12 +227,12 @@ func plotTimeline(s *Summary, tl *timeline) (svg, png []byte, err error) {
 			p.Legend.Add(se.name, l)
 		}
 		for i, f := range s.Faults {
-			if err := vline(p, f.T0S, p.Y.Max, colFault, []vg.Length{vg.Points(6), vg.Points(3)}, 1.5,
+			if err := vline(p, f.T0S, p.Y.Max, colFault, figure.LongDash, 1.5,
 				legendIf(legend && i == 0, fmt.Sprintf("fault: %s %s", f.Kind, f.Target))); err != nil {
 				return nil, err
 			}
 			if f.HealS != nil {
-				if err := vline(p, *f.HealS, p.Y.Max, colFault, []vg.Length{vg.Points(1), vg.Points(3)}, 1.5,
+				if err := vline(p, *f.HealS, p.Y.Max, colFault, figure.HealDash, 1.5,
 					legendIf(legend && i == 0, "healed")); err != nil {
 					return nil, err
 				}
@@ -273,7 +269,6 @@ func plotTimeline(s *Summary, tl *timeline) (svg, png []byte, err error) {
 	}
 	p3.X.Label.Text = "time since start (s)"
 	plots := [][]*plot.Plot{{p1}, {p2}, {p3}}
-	w, h := 8*vg.Inch, 8*vg.Inch
 	tiles := draw.Tiles{Rows: 3, Cols: 1, PadY: vg.Points(6), PadTop: vg.Points(4), PadBottom: vg.Points(4),
 		PadLeft: vg.Points(4), PadRight: vg.Points(8)}
 	drawAll := func(c vg.CanvasSizer) {
@@ -282,19 +277,13 @@ func plotTimeline(s *Summary, tl *timeline) (svg, png []byte, err error) {
 			plots[i][0].Draw(cs[i][0])
 		}
 	}
-	sc := vgsvg.New(w, h)
-	drawAll(sc)
-	var sb bytes.Buffer
-	if _, err := sc.WriteTo(&sb); err != nil {
+	if svg, err = figure.DrawSVG(figure.Panels, drawAll); err != nil {
 		return nil, nil, fmt.Errorf("report: timeline: %w", err)
 	}
-	ic := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(120))
-	drawAll(ic)
-	var pb bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: ic}).WriteTo(&pb); err != nil {
+	if png, err = figure.DrawPNG(figure.Panels, drawAll); err != nil {
 		return nil, nil, fmt.Errorf("report: timeline: %w", err)
 	}
-	return SVGFontFallback(sb.Bytes()), pb.Bytes(), nil
+	return svg, png, nil
 }
 
 func legendIf(ok bool, s string) string {

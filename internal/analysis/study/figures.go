@@ -1,7 +1,6 @@
 package study
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"image/color"
@@ -15,9 +14,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/imslab/quasipool/internal/analysis/figure"
 	"github.com/imslab/quasipool/internal/analysis/report"
 	"github.com/imslab/quasipool/internal/analysis/stats"
 )
@@ -41,23 +39,11 @@ type Figure struct {
 var kpiFigures = []string{"affected_users", "time_to_detect_s", "restored_at_bound", "pool_cpu_ms_per_sub_hour",
 	"repl_bytes_per_sub_hour"}
 
-// Okabe–Ito colours (distinguishable with the common colour-vision deficiencies), one per scheme in file order.
-var schemeColours = []color.RGBA{
-	{0x00, 0x72, 0xb2, 0xff}, {0xd5, 0x5e, 0x00, 0xff}, {0x00, 0x9e, 0x73, 0xff}, {0xcc, 0x79, 0xa7, 0xff},
-	{0xe6, 0x9f, 0x00, 0xff}, {0x56, 0xb4, 0xe9, 0xff}, {0x00, 0x00, 0x00, 0xff},
-}
+// colourOf is scheme i's colour (in file order; figure.SchemeColour).
+func colourOf(i int) color.RGBA { return figure.SchemeColour(i) }
 
-func colourOf(i int) color.RGBA { return schemeColours[i%len(schemeColours)] }
-
-// figure sizes
-const (
-	figW = 7 * vg.Inch
-	figH = 4.2 * vg.Inch
-	// figDPI is the PNG's resolution: 7 in × 150 dpi = 1050 px wide.
-	figDPI = 150
-	// bandGrid is the number of instants the bootstrap band of a restoration curve is evaluated at.
-	bandGrid = 400
-)
+// bandGrid is the number of instants the bootstrap band of a restoration curve is evaluated at.
+const bandGrid = 400
 
 // userTimes are the probed affected users of one run: the time from the fault to the restoration of their
 // service (MT and MO), or to the end of the observation for a user not restored (censored).
@@ -262,23 +248,14 @@ var missingFigure = []string{
 func save(p *plot.Plot, dir string, fig *Figure) error {
 	base := filepath.Join(DirFigures, fig.SVG)
 	fig.SVG, fig.PNG = base+".svg", base+".png"
-	sc := vgsvg.New(figW, figH)
-	p.Draw(draw.New(sc))
-	var sb bytes.Buffer
-	if _, err := sc.WriteTo(&sb); err != nil {
+	svg, png, err := figure.SVGAndPNG(p, figure.Study)
+	if err != nil {
 		return fmt.Errorf("study: figure %s: %w", fig.SVG, err)
-	}
-	svg := report.SVGFontFallback(sb.Bytes())
-	ic := vgimg.NewWith(vgimg.UseWH(figW, figH), vgimg.UseDPI(figDPI))
-	p.Draw(draw.New(ic))
-	var pb bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: ic}).WriteTo(&pb); err != nil {
-		return fmt.Errorf("study: figure %s: %w", fig.PNG, err)
 	}
 	for _, f := range []struct {
 		name string
 		b    []byte
-	}{{fig.SVG, svg}, {fig.PNG, pb.Bytes()}} {
+	}{{fig.SVG, svg}, {fig.PNG, png}} {
 		if err := os.WriteFile(filepath.Join(dir, f.name), f.b, 0o644); err != nil {
 			return fmt.Errorf("study: figure: %w", err)
 		}
@@ -286,14 +263,7 @@ func save(p *plot.Plot, dir string, fig *Figure) error {
 	return nil
 }
 
-func newPlot(title, x, y string) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = title
-	p.Title.TextStyle.Font.Size = vg.Points(11)
-	p.X.Label.Text, p.Y.Label.Text = x, y
-	p.Legend.TextStyle.Font.Size = vg.Points(9)
-	return p
-}
+func newPlot(title, x, y string) *plot.Plot { return figure.NewStudy(title, x, y) }
 
 // restoreFigure: the share of affected users whose service (MT and MO) is restored vs time since the fault, one
 // pooled Kaplan–Meier curve per scheme (every user of every run) with a 95 % band from a bootstrap over runs (the
@@ -406,8 +376,8 @@ func restoreFigure(er *ExperimentResult, data []*schemeData, seed uint64) (*plot
 		if err != nil {
 			return nil, Figure{}, fmt.Errorf("study: figure: %w", err)
 		}
-		b.Color = color.Gray{Y: 0x60}
-		b.Dashes = []vg.Length{vg.Points(1), vg.Points(3)}
+		b.Color = figure.Fault
+		b.Dashes = figure.HealDash
 		p.Add(b)
 		p.Legend.Add(fmt.Sprintf("detection + one probe interval, mean of n = %d runs (%.2f s)", len(bounds), meanBound), b)
 	}
@@ -511,7 +481,7 @@ func ecdfFigure(er *ExperimentResult, data []*schemeData, _ uint64) (*plot.Plot,
 			}
 			l.Color, l.Width = d.colour, vg.Points(1.3)
 			if dir.dash {
-				l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+				l.Dashes = figure.CurveDash
 			}
 			p.Add(l)
 			p.Legend.Add(fmt.Sprintf("%s %s: n = %d runs, %d of %d affected users", d.name, dir.name, d.nRuns, len(v),
@@ -679,7 +649,7 @@ func restoreECDFFigure(er *ExperimentResult, data []*schemeData, _ uint64) (*plo
 			}
 			l.Color, l.Width = d.colour, vg.Points(1.3)
 			if dir.dash {
-				l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+				l.Dashes = figure.CurveDash
 			}
 			p.Add(l)
 			p.Legend.Add(fmt.Sprintf("%s %s: n = %d runs, %d of %d probed users restored", d.name, dir.name, d.probeRuns,

@@ -1,24 +1,23 @@
-package main
-
-// The all-in-one bench (issue 13, docs/performance.md "The all-in-one bench"): one invocation of imslab bench runs
+// Package bench is issue 13's bench (docs/performance.md "The all-in-one bench"): one Run runs
 // up to four kinds of step and writes one bench.md / bench.json with a table per kind and a summary against the
 // issue's targets:
 //
-//   - proxy: the lab's proxy beside Kamailio under the same SIPp load (bench.go, benchStep);
+//   - proxy: the lab's proxy beside Kamailio under the same SIPp load (proxy.go, benchStep);
 //   - capacity: the full lab (scenario runner, phones of internal/harness/ue) at a fixed call rate per step;
 //   - registration: the full lab with N phones registering at a fixed rate, no calls;
 //   - memory: the memory point (imslab memory) of N registered phones.
 //
 // The lab steps run generated scenarios through scenario.Run and read the run's report (summary.json, built by
-// internal/analysis/report), its phones' records (records.jsonl) and, for memory, readMemoryPoint (memory.go). A step that
-// fails or cannot run is a row with its reason; the other steps still run.
+// internal/analysis/report), its phones' records (records.jsonl) and, for memory, ReadMemoryPoint (memory.go). A step that
+// fails or cannot run is a row with its reason; the other steps still run. cmd/imslab parses the flags into a
+// Config.
+package bench
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,7 +25,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -46,7 +44,11 @@ const (
 	kindMemory       = "memory"
 )
 
-var benchKinds = []string{kindProxy, kindCapacity, kindRegistration, kindMemory}
+// Kinds are the kinds of bench step, in the order they run.
+var Kinds = []string{kindProxy, kindCapacity, kindRegistration, kindMemory}
+
+// Proxies are the proxies a proxy step can measure.
+var Proxies = []string{benchKamailio, benchLab, benchLabBare}
 
 // The issue's targets (issue 13, "Capacity targets on this machine").
 const (
@@ -59,8 +61,8 @@ const (
 	targetCPURatio     = 1.5
 )
 
-// benchConfig is what the flags of imslab bench ask for.
-type benchConfig struct {
+// Config is what one bench run measures (imslab bench's flags).
+type Config struct {
 	Kinds []string
 	// proxy
 	Rates    []float64
@@ -78,121 +80,76 @@ type benchConfig struct {
 	MemRegRate float64
 	MemHold    time.Duration
 	// common
-	OutDir   string
+	// OutDir receives bench.md, bench.json and a directory per step (default: <Repo>/runs/bench-<date-time>).
+	OutDir string
+	// Repo is the repository root (bench/kamailio.cfg, the node commands); RepoRoot finds it.
 	Repo     string
 	BinDir   string
 	PortBase int
 	Install  bool
+	// Command is the invocation bench.json records; Argv the one its provenance records.
+	Command string
+	Argv    []string
 }
 
-func (c *benchConfig) has(kind string) bool { return slices.Contains(c.Kinds, kind) }
+func (c *Config) has(kind string) bool { return slices.Contains(c.Kinds, kind) }
 
-// parseBenchFlags parses the flags of imslab bench; every bad value is an error naming its flag.
-func parseBenchFlags(args []string, errOut io.Writer) (*benchConfig, error) {
-	fs := flag.NewFlagSet("imslab bench", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	kinds := fs.String("kinds", strings.Join(benchKinds, ","),
-		"the kinds of step to run, comma-separated: proxy (lab proxy vs Kamailio), capacity (full-chain calls/s), "+
-			"registration (registrations/s), memory (registered phones → memory of all nodes)")
-	rateList := fs.String("rate", "100", "proxy: calls per second SIPp places through the proxy; several (100,300) run the steps at each")
-	duration := fs.Duration("duration", 20*time.Second, "proxy: how long SIPp places calls in each step")
-	steps := fs.String("steps", "kamailio,lab,kamailio,lab,kamailio,lab",
-		"proxy: the proxies in the order they run, comma-separated (kamailio, lab, lab-bare); alternate them so noise hits all")
-	callRates := fs.String("call-rates", "100,300,500", "capacity: full-chain call rates, one step each (calls/s)")
-	callDuration := fs.Duration("call-duration", 30*time.Second, "capacity: traffic time of each step after every phone registered")
-	callHold := fs.Duration("call-hold", time.Second, "capacity: hold time of each answered call")
-	regRates := fs.String("reg-rates", "300,1000", "registration: registration rates, one step each (registrations/s)")
-	regDuration := fs.Duration("reg-duration", 10*time.Second, "registration: how long each step registers phones (phones = rate × this)")
-	phones := fs.String("phones", "10000,100000", "memory: registered phones of each memory point")
-	memRegRate := fs.Float64("mem-reg-rate", 100, "memory: the rate the phones register at (registrations/s)")
-	memHold := fs.Duration("mem-hold", 20*time.Second, "memory: how long the lab runs after every phone registered")
-	outDir := fs.String("out", "", "output directory for bench.md and bench.json (default: runs/bench-<date-time>)")
-	repo := fs.String("repo", "", "repository root (default: found from the working directory)")
-	binDir := fs.String("bin-dir", "", "lab steps: prebuilt node binaries (default: built once into <out>/bin)")
-	portBase := fs.Int("port-base", 45000, "lab steps: the lab's nodes listen on port-base+53 … port-base+99; "+
-		"proxy steps use port-base+100 … +102 (0: proxy steps on free ports)")
-	install := fs.Bool("install", true, "apt-get install kamailio when it is missing (root only)")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+// Validate names the first field of the configuration that cannot run.
+func (c *Config) Validate() error {
+	if len(c.Kinds) == 0 {
+		return errors.New("bench: Kinds: none")
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	c := &benchConfig{Duration: *duration, CallDuration: *callDuration, CallHold: *callHold, RegDuration: *regDuration,
-		MemRegRate: *memRegRate, MemHold: *memHold, OutDir: *outDir, Repo: *repo, BinDir: *binDir, PortBase: *portBase,
-		Install: *install}
-	var err error
-	for _, k := range strings.Split(*kinds, ",") {
-		k = strings.TrimSpace(k)
-		if !slices.Contains(benchKinds, k) {
-			return nil, fmt.Errorf("--kinds: unknown kind %q (%s)", k, strings.Join(benchKinds, ", "))
-		}
-		if !slices.Contains(c.Kinds, k) {
-			c.Kinds = append(c.Kinds, k)
+	for _, k := range c.Kinds {
+		if !slices.Contains(Kinds, k) {
+			return fmt.Errorf("bench: Kinds: unknown kind %q (%s)", k, strings.Join(Kinds, ", "))
 		}
 	}
-	if c.Rates, err = parseRates("--rate", *rateList, "calls per second"); err != nil {
-		return nil, err
-	}
-	if c.CallRates, err = parseRates("--call-rates", *callRates, "calls per second"); err != nil {
-		return nil, err
-	}
-	if c.RegRates, err = parseRates("--reg-rates", *regRates, "registrations per second"); err != nil {
-		return nil, err
-	}
-	for _, f := range strings.Split(*phones, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > topology.MaxLabSubscribers {
-			return nil, fmt.Errorf("--phones %q: must be a whole number of phones from 1 to %d", f, topology.MaxLabSubscribers)
+	for _, s := range c.Steps {
+		if !slices.Contains(Proxies, s) {
+			return fmt.Errorf("bench: Steps: unknown proxy %q (%s)", s, strings.Join(Proxies, ", "))
 		}
-		c.Phones = append(c.Phones, n)
 	}
-	for _, s := range strings.Split(*steps, ",") {
-		s = strings.TrimSpace(s)
-		if s != benchKamailio && s != benchLab && s != benchLabBare {
-			return nil, fmt.Errorf("--steps: unknown proxy %q (kamailio, lab or lab-bare)", s)
+	for _, r := range []struct {
+		name  string
+		rates []float64
+	}{{"Rates", c.Rates}, {"CallRates", c.CallRates}, {"RegRates", c.RegRates}, {"MemRegRate", []float64{c.MemRegRate}}} {
+		for _, v := range r.rates {
+			if BadRate(v) {
+				return fmt.Errorf("bench: %s: %g is not a positive rate", r.name, v)
+			}
 		}
-		c.Steps = append(c.Steps, s)
 	}
 	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"--duration", c.Duration}, {"--call-duration", c.CallDuration}, {"--reg-duration", c.RegDuration}, {"--mem-hold", c.MemHold}} {
-		if d.v < time.Second {
-			return nil, fmt.Errorf("%s %s: must be at least 1s", d.name, d.v)
+		name, kind string
+		v          time.Duration
+	}{{"Duration", kindProxy, c.Duration}, {"CallDuration", kindCapacity, c.CallDuration},
+		{"RegDuration", kindRegistration, c.RegDuration}, {"MemHold", kindMemory, c.MemHold}} {
+		if d.v < time.Second && c.has(d.kind) {
+			return fmt.Errorf("bench: %s %s: must be at least 1s", d.name, d.v)
 		}
 	}
 	if c.CallHold < 0 {
-		return nil, fmt.Errorf("--call-hold %s: must not be negative", c.CallHold)
+		return fmt.Errorf("bench: CallHold %s: must not be negative", c.CallHold)
 	}
-	if badRate(c.MemRegRate) {
-		return nil, fmt.Errorf("--mem-reg-rate %g: must be a positive number of registrations per second", c.MemRegRate)
+	for _, n := range c.Phones {
+		if n < 1 || n > topology.MaxLabSubscribers {
+			return fmt.Errorf("bench: Phones: %d is not from 1 to %d", n, topology.MaxLabSubscribers)
+		}
 	}
 	if c.PortBase != 0 && (c.PortBase < 1024 || c.PortBase > 65535-110) {
-		return nil, fmt.Errorf("--port-base %d: must be 0 or from 1024 to %d", c.PortBase, 65535-110)
+		return fmt.Errorf("bench: PortBase %d: must be 0 or from 1024 to %d", c.PortBase, 65535-110)
 	}
 	for _, r := range c.RegRates {
 		if n := math.Ceil(r * c.RegDuration.Seconds()); n > topology.MaxLabSubscribers {
-			return nil, fmt.Errorf("--reg-rates %g × --reg-duration %s = %.0f phones: the lab provisions at most %d",
+			return fmt.Errorf("bench: RegRates %g × RegDuration %s = %.0f phones: the lab provisions at most %d",
 				r, c.RegDuration, n, topology.MaxLabSubscribers)
 		}
 	}
-	return c, nil
+	return nil
 }
 
-func badRate(r float64) bool { return !(r > 0) || math.IsInf(r, 0) }
-
-func parseRates(name, list, unit string) ([]float64, error) {
-	var rates []float64
-	for _, f := range strings.Split(list, ",") {
-		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || badRate(r) {
-			return nil, fmt.Errorf("%s %q: must be a positive number of %s", name, f, unit)
-		}
-		rates = append(rates, r)
-	}
-	return rates, nil
-}
+// BadRate is true for a rate that is not a positive finite number.
+func BadRate(r float64) bool { return !(r > 0) || math.IsInf(r, 0) }
 
 // capacityStep is one step of the capacity kind: the full chain at one call rate.
 type capacityStep struct {
@@ -256,7 +213,7 @@ type memoryStep struct {
 	Step    int          `json:"step"`
 	Phones  int          `json:"phones"`
 	RegRate float64      `json:"register_rate"`
-	Point   *memoryPoint `json:"point,omitempty"`
+	Point   *MemoryPoint `json:"point,omitempty"`
 	RunDir  string       `json:"run_dir"`
 	LoadAvg string       `json:"loadavg_after"`
 	Error   string       `json:"error,omitempty"`
@@ -273,7 +230,7 @@ type targetRow struct {
 }
 
 // runLabKinds runs the capacity, registration and memory steps the configuration asks for.
-func runLabKinds(ctx context.Context, c *benchConfig, root, dir string, rep *benchReport, out, errOut io.Writer) {
+func runLabKinds(ctx context.Context, c *Config, root, dir string, rep *benchReport, out, errOut io.Writer) {
 	if !c.has(kindCapacity) && !c.has(kindRegistration) && !c.has(kindMemory) {
 		return
 	}
@@ -301,7 +258,7 @@ func runLabKinds(ctx context.Context, c *benchConfig, root, dir string, rep *ben
 		defer console.Close()
 		o, err := scenario.Run(ctx, scenario.RunConfig{Scenario: sc, RunDir: runDir, KeepGoing: true, RepoDir: root,
 			BinDir: binDir, Progress: 10 * time.Second}, scenario.WithLogger(log), scenario.WithOutput(console),
-			scenario.WithReportBuilder(func(d string, e scenario.Evaluator) (scenario.Metrics, error) { return buildReport(d, e, false) }))
+			scenario.WithReportBuilder(buildReport))
 		if err != nil {
 			return runDir, fmt.Errorf("%w (console %s)", err, console.Name())
 		}
@@ -360,7 +317,7 @@ func runLabKinds(ctx context.Context, c *benchConfig, root, dir string, rep *ben
 				s.RunDir, err = labRun(fmt.Sprintf("memory-%d", n), sc)
 			}
 			if err == nil {
-				s.Point, err = readMemoryPoint(s.RunDir)
+				s.Point, err = ReadMemoryPoint(s.RunDir)
 			}
 			if err != nil {
 				s.Error = err.Error()
@@ -680,7 +637,7 @@ func benchTargets(rep *benchReport) []targetRow {
 	rows = append(rows, row)
 
 	// Memory: the point at 100k phones when there is one, else a straight line through the two largest points
-	// (the memory per extra phone, as scripts/memory-marginal.sh; marked as extrapolated).
+	// (the memory per extra phone, as imslab table memory-marginal; marked as extrapolated).
 	row = targetRow{Measure: fmt.Sprintf("memory of all nodes, %dk registered phones (sum of peaks after t0)", targetMemPhones/1000),
 		Target: fmt.Sprintf("≤ %.1f GB", targetMemBytes/1e9), Met: "not measured"}
 	var points []*memoryStep
@@ -802,4 +759,13 @@ func benchLabMarkdown(b *strings.Builder, rep *benchReport) {
 }
 
 // provenanceOf is the provenance of this bench (the repository at root, this process's argv).
-func provenanceOf(root string) provenance.Info { return provenance.Collect(root, os.Args) }
+func provenanceOf(root string, argv []string) provenance.Info { return provenance.Collect(root, argv) }
+
+// buildReport writes a lab step's report (internal/analysis/report) and returns its summary's metrics.
+func buildReport(runDir string, eval scenario.Evaluator) (scenario.Metrics, error) {
+	s, err := report.Build(runDir, scenario.ReportChecks(eval))
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -46,11 +46,11 @@ var _ = Describe("imslab memory", Label("unit"), func() {
 			reg("sip:user0003@ims.test", t0+2*sec, 200, "initial"), // the retry, after t0
 			reg("sip:user0001@ims.test", t0+9*sec, 200, "deregister"),
 		})
-		mp, err := readMemoryPoint(dir)
+		mp, err := ReadMemoryPoint(dir)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(mp.RegisteredT0).To(Equal(2))
 		Expect(mp.RegisteredEnd).To(Equal(3))
-		Expect(mp.Nodes).To(Equal([]memTarget{
+		Expect(mp.Nodes).To(Equal([]MemTarget{
 			{Target: "bac", FirstBytes: 30e6, T0Bytes: 80e6, PeakBytes: 100e6, LastBytes: 70e6, Samples: 6},
 			{Target: "hss", FirstBytes: 20e6, T0Bytes: 25e6, PeakBytes: 25e6, LastBytes: 24e6, Samples: 4},
 		}))
@@ -58,19 +58,18 @@ var _ = Describe("imslab memory", Label("unit"), func() {
 		Expect(mp.NodesPeakBytes).To(BeEquivalentTo(125e6))
 		Expect(mp.NodesLastBytes).To(BeEquivalentTo(94e6))
 		Expect(mp.PerPhoneBytes).To(BeNumerically("~", 75e6/3.0))
-		Expect(mp.PhonesProcess).To(Equal(&memTarget{Target: "phones", FirstBytes: 40e6, T0Bytes: 90e6, PeakBytes: 90e6,
+		Expect(mp.PhonesProcess).To(Equal(&MemTarget{Target: "phones", FirstBytes: 40e6, T0Bytes: 90e6, PeakBytes: 90e6,
 			LastBytes: 90e6, Samples: 2}))
 		var out bytes.Buffer
-		writeMemoryTable(&out, mp)
+		WriteMemoryTable(&out, mp)
 		Expect(out.String()).To(MatchRegexp(`all nodes +50\.0 +105\.0 +125\.0 +94\.0`))
 	})
 
 	It("refuses a directory that is not a finished run, naming what is missing", func() {
-		var stderr bytes.Buffer
-		Expect(memory([]string{GinkgoT().TempDir()}, &bytes.Buffer{}, &stderr)).To(Equal(2))
-		Expect(stderr.String()).To(ContainSubstring("not a run directory"))
+		_, err := ReadMemoryPoint(GinkgoT().TempDir())
+		Expect(err).To(MatchError(ContainSubstring("not a run directory")))
 		dir := runDir([]string{`{"kind":"node_ready","target":"bac"}`}, nil)
-		_, err := readMemoryPoint(dir)
+		_, err = ReadMemoryPoint(dir)
 		Expect(err).To(MatchError(ContainSubstring("no resource samples of any node")))
 	})
 })

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // imslab memory <run-dir>: the memory point of a run (docs/performance.md, "Memory point"): every node's resident
 // memory from the lab's "resource" events (events/lab.jsonl, one sample per node per second) and the phones'
@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -22,8 +21,8 @@ import (
 	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
-// memTarget is one process's resident memory in a run.
-type memTarget struct {
+// MemTarget is one process's resident memory in a run.
+type MemTarget struct {
 	Target string `json:"target"`
 	// FirstBytes is its first sample (the lab up, before the phones registered; for the phones: as they start).
 	FirstBytes int64 `json:"first_rss_bytes"`
@@ -37,15 +36,15 @@ type memTarget struct {
 	Samples   int   `json:"samples"`
 }
 
-// memoryPoint is the result of imslab memory for one run directory.
-type memoryPoint struct {
+// MemoryPoint is the result of imslab memory for one run directory.
+type MemoryPoint struct {
 	RunDir string `json:"run_dir"`
 	Phones int    `json:"phones"`
 	// RegisteredT0 and RegisteredEnd count the phones with a successful registration by t0 and by the end of the
 	// traffic (records.jsonl; a phone whose initial REGISTER failed retries after 30 s).
 	RegisteredT0  int         `json:"registered_at_t0"`
 	RegisteredEnd int         `json:"registered_at_end"`
-	Nodes         []memTarget `json:"nodes"`
+	Nodes         []MemTarget `json:"nodes"`
 	// NodesFirstBytes, NodesT0Bytes, NodesPeakBytes sum the nodes' figures (the peaks of different nodes need not
 	// fall in the same second: the sum of peaks bounds their simultaneous total from above).
 	NodesFirstBytes int64 `json:"nodes_first_rss_bytes"`
@@ -58,41 +57,12 @@ type memoryPoint struct {
 	// nodes, the registrations' transactions included.
 	PerPhoneBytes float64 `json:"per_phone_bytes"`
 	// Phones' process (the runner, target "phones"), apart from the nodes; absent for runs before it was recorded.
-	PhonesProcess *memTarget `json:"phones_process,omitempty"`
+	PhonesProcess *MemTarget `json:"phones_process,omitempty"`
 }
 
-func memory(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("memory", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	jsonOut := fs.String("json", "", "also write the result as JSON to this file")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: imslab memory [--json file] <run-dir>\n\nthe nodes' resident memory before the phones registered, at t0 and at its peak after t0, from\nevents/lab.jsonl; the phones' process apart (docs/performance.md, \"Memory point\")")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return 2
-	}
-	mp, err := readMemoryPoint(fs.Arg(0))
-	if err != nil {
-		fmt.Fprintf(stderr, "imslab memory: %v\n", err)
-		return 2
-	}
-	writeMemoryTable(stdout, mp)
-	if *jsonOut != "" {
-		b, _ := json.MarshalIndent(mp, "", "  ")
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
-			fmt.Fprintf(stderr, "imslab memory: %v\n", err)
-			return 2
-		}
-	}
-	return 0
-}
-
-func readMemoryPoint(dir string) (*memoryPoint, error) {
+// ReadMemoryPoint is the memory point of a finished run directory: every node's resident memory before the phones
+// registered, at t0, at its peak after t0 and at the end (events/lab.jsonl), and the phones' process apart.
+func ReadMemoryPoint(dir string) (*MemoryPoint, error) {
 	var sc struct {
 		StartNs   int64   `json:"start_ns"`
 		EndNs     int64   `json:"end_ns"`
@@ -124,7 +94,7 @@ func readMemoryPoint(dir string) (*memoryPoint, error) {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	defer f.Close()
-	byTarget := map[string]*memTarget{}
+	byTarget := map[string]*MemTarget{}
 	s := bufio.NewScanner(f)
 	s.Buffer(make([]byte, 1<<20), 1<<20)
 	for s.Scan() {
@@ -138,7 +108,7 @@ func readMemoryPoint(dir string) (*memoryPoint, error) {
 		rss := int64(e.RSSBytes)
 		m := byTarget[e.Target]
 		if m == nil {
-			m = &memTarget{Target: e.Target, FirstBytes: rss}
+			m = &MemTarget{Target: e.Target, FirstBytes: rss}
 			byTarget[e.Target] = m
 		}
 		m.Samples++
@@ -153,7 +123,7 @@ func readMemoryPoint(dir string) (*memoryPoint, error) {
 	if err := s.Err(); err != nil {
 		return nil, fmt.Errorf("%s/events/lab.jsonl: %w", dir, err)
 	}
-	mp := &memoryPoint{RunDir: dir, Phones: sc.Traffic.Phones}
+	mp := &MemoryPoint{RunDir: dir, Phones: sc.Traffic.Phones}
 	if end != math.MaxInt64 {
 		mp.HoldS = float64(end-sc.StartNs) / 1e9
 	}
@@ -225,7 +195,8 @@ func countRegistered(dir string, t0, end int64) (atT0, atEnd int, err error) {
 
 func mb(b int64) string { return fmt.Sprintf("%.1f", float64(b)/1e6) }
 
-func writeMemoryTable(w io.Writer, mp *memoryPoint) {
+// WriteMemoryTable writes a memory point as a table (imslab memory).
+func WriteMemoryTable(w io.Writer, mp *MemoryPoint) {
 	fmt.Fprintf(w, "memory point: %s, %d phones, %d registered at t0, %d by the end (resident memory, MB = 10^6 bytes)\n",
 		mp.RunDir, mp.Phones, mp.RegisteredT0, mp.RegisteredEnd)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
