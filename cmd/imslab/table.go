@@ -23,6 +23,8 @@ Prints a markdown table read from committed runs (summary.json, expectations.jso
 by hand and, without --run, nothing is run.
 
 tables:
+  kpis [--metrics a,b] <run dir>...      one row per run (its summary.json), one column per KPI (default: the
+                                         takeover KPIs)
   storms <published run dir>...          storm runs published by imslab publish run, one column per run
   issue11 [--run [scenario...]]          issue 11's process-fault scenarios (docs/results/issue11/<scenario>);
                                          --run runs them first (seed 42; compose/<name> on the compose backend)
@@ -61,6 +63,7 @@ func runTable(args []string, out, errOut io.Writer) int {
 	outDir := fs.String("out", "", "mutual, kpi-regression: the directory of the runs and the README (default: the published one); "+
 		"capacity-ab: the directory of the settings' bench runs")
 	to := fs.Int("to", 100000, "memory-marginal: the phones to extrapolate to")
+	metrics := fs.String("metrics", "", "kpis: the summary metrics to show, comma-separated (dotted paths; default the takeover KPIs)")
 	// The arguments and the flags in any order.
 	var pos []string
 	for rest := args[1:]; ; {
@@ -112,6 +115,16 @@ func runTable(args []string, out, errOut io.Writer) int {
 	var text string
 	var err error
 	switch name {
+	case "kpis":
+		if len(pos) == 0 {
+			fmt.Fprintln(errOut, "usage: imslab table kpis [--metrics a,b,…] <run dir>...")
+			return 2
+		}
+		var ms []string
+		if *metrics != "" {
+			ms = strings.Split(*metrics, ",")
+		}
+		text, err = results.KPITable(pos, ms)
 	case "storms":
 		if len(pos) == 0 {
 			fmt.Fprintln(errOut, "usage: imslab table storms <published run dir>...")

@@ -291,3 +291,38 @@ func OverloadTable(dir string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// DefaultKPIs are the takeover KPIs KPITable shows when none are named.
+var DefaultKPIs = []string{"affected_users", "mo.taken_over_before_reregistration", "mt.taken_over_before_reregistration",
+	"mo.interruption_s.p50", "mo.interruption_s.p95", "mt.interruption_s.p50", "mt.interruption_s.p95",
+	"mo.success_ratio_after_detection", "mt.success_ratio_after_detection", "calls.total", "calls.failed"}
+
+// KPITable is a markdown table with one row per run directory (its summary.json, or summary.json.gz) and one column
+// per metric (report.Summary.Lookup's dotted paths; "-" where the run has none).
+func KPITable(dirs, metrics []string) (string, error) {
+	if len(metrics) == 0 {
+		metrics = DefaultKPIs
+	}
+	var b strings.Builder
+	b.WriteString("| run | " + strings.Join(metrics, " | ") + " |\n|---" + strings.Repeat("|---", len(metrics)) + "|\n")
+	for _, d := range dirs {
+		p := filepath.Join(d, "summary.json")
+		if _, err := os.Stat(p); err != nil {
+			p += ".gz"
+		}
+		s, err := ReadSummary(p)
+		if err != nil {
+			return "", fmt.Errorf("kpi table: %w", err)
+		}
+		b.WriteString("| `" + filepath.ToSlash(d) + "`")
+		for _, m := range metrics {
+			if v, ok := s.Lookup(m); ok {
+				b.WriteString(" | " + strconv.FormatFloat(v, 'g', 4, 64))
+			} else {
+				b.WriteString(" | -")
+			}
+		}
+		b.WriteString(" |\n")
+	}
+	return b.String(), nil
+}

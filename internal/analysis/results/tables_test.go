@@ -168,3 +168,30 @@ var _ = Describe("publishing", Label("unit"), func() {
 		Expect(filepath.Join(dst, "kill", "quasi-pool", "rep3")).NotTo(BeAnExistingFile())
 	})
 })
+
+var _ = Describe("imslab table kpis", Label("unit"), func() {
+	It("gives one row per run with the named metrics, a dash where a run has none", func() {
+		dir := GinkgoT().TempDir()
+		a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		write(filepath.Join(a, "summary.json"), `{"affected_users": 7, "mo": {"interruption_s": {"p95": 2.5}}}`)
+		Expect(os.MkdirAll(b, 0o755)).To(Succeed())
+		f, err := os.Create(filepath.Join(b, "summary.json.gz"))
+		Expect(err).NotTo(HaveOccurred())
+		zw := gzip.NewWriter(f)
+		_, err = zw.Write([]byte(`{"affected_users": 3}`))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(zw.Close()).To(Succeed())
+		Expect(f.Close()).To(Succeed())
+
+		t, err := results.KPITable([]string{a, b}, []string{"affected_users", "mo.interruption_s.p95"})
+		Expect(err).NotTo(HaveOccurred())
+		lines := strings.Split(strings.TrimSpace(t), "\n")
+		Expect(lines).To(HaveLen(4))
+		Expect(lines[0]).To(Equal("| run | affected_users | mo.interruption_s.p95 |"))
+		Expect(lines[2]).To(HaveSuffix("| 7 | 2.5 |"))
+		Expect(lines[3]).To(HaveSuffix("| 3 | - |"))
+
+		_, err = results.KPITable([]string{filepath.Join(dir, "none")}, nil)
+		Expect(err).To(MatchError(ContainSubstring("kpi table")))
+	})
+})
