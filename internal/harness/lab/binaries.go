@@ -145,7 +145,9 @@ func BuildBinaries(ctx context.Context, o BuildOptions) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("lab: go build: %w", err)
 	}
-	args := []string{"build"}
+	// -buildvcs=auto: the commit and dirty flag go into the binaries' build info whenever the repository is a git
+	// checkout, even where GOFLAGS turns stamping off (binaries.json records them).
+	args := []string{"build", "-buildvcs=auto"}
 	if o.Race {
 		args = append(args, "-race")
 	}
