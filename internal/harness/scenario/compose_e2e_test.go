@@ -104,7 +104,7 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 			dir, _ := runCompose(ctx, "partition-bac-pcscf", func(sc *scenario.Scenario) { shorten(sc, freeBlock(12)) })
 
 			// Seen by the BAC, not the injector: its probes to pcscf1 timed out while pcscf1 kept running.
-			b, err := os.ReadFile(filepath.Join(dir, "events", "bac.jsonl"))
+			b, err := readNodeEvents(filepath.Join(dir, "events", "bac.jsonl"))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(string(b)).To(MatchRegexp(`"peer":"pcscf1[^"]*","reason":"(probe_)?timeout"[^\n]*"state":"down"|"state":"down"[^\n]*pcscf1`))
 			// One retry: its timing expectations (p95 interruption <= 3 s, 99 % of calls after detection) failed

@@ -79,7 +79,7 @@ func running(pid int) bool {
 // labEvents reads events/lab.jsonl with every field.
 func labEvents(dir string) []map[string]any {
 	GinkgoHelper()
-	b, err := os.ReadFile(filepath.Join(dir, "events", "lab.jsonl"))
+	b, err := readNodeEvents(filepath.Join(dir, "events", "lab.jsonl"))
 	Expect(err).NotTo(HaveOccurred())
 	var out []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -117,7 +117,7 @@ var _ = Describe("flap mode partition and dns-down mode unreachable in the real 
 			By("during the first cut pcscf1's namespace holds the partition table")
 			r.labEvent("net_fault")
 			rules := nftRuleset(ctx, ns)
-			healed, _ := os.ReadFile(filepath.Join(r.dir, "events", "lab.jsonl"))
+			healed, _ := readNodeEvents(filepath.Join(r.dir, "events", "lab.jsonl"))
 			if strings.Contains(string(healed), `"kind":"net_fault_heal"`) {
 				// This process was starved past the 5 s cut (a loaded machine): the table is rightly gone.
 				AddReportEntry("first cut's table not seen: healed before it was listed", rules)

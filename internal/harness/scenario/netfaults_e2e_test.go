@@ -113,7 +113,7 @@ func (r *netnsRun) labEvent(kind string) netEvent {
 	GinkgoHelper()
 	var ev netEvent
 	Eventually(func() bool {
-		b, _ := os.ReadFile(filepath.Join(r.dir, "events", "lab.jsonl"))
+		b, _ := readNodeEvents(filepath.Join(r.dir, "events", "lab.jsonl"))
 		for _, l := range bytes.Split(b, []byte("\n")) {
 			if bytes.Contains(l, []byte(`"kind":"`+kind+`"`)) {
 				evs := readJSONLBytes[netEvent](l)

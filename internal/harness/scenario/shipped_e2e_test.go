@@ -2,9 +2,12 @@ package scenario_test
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"math"
@@ -333,15 +336,23 @@ func (r *shippedRun) load(sc *scenario.Scenario) {
 	slices.SortStableFunc(r.invites, func(a, b sipHop) int { return cmp.Compare(a.TNs, b.TNs) })
 
 	r.events = map[string][]nodeEvent{}
+	// Every node's events: events/<node>.jsonl, or the merged events.jsonl of a run whose report merged them.
 	evs, err := filepath.Glob(filepath.Join(r.dir, "events", "*.jsonl"))
 	Expect(err).NotTo(HaveOccurred())
+	if len(evs) == 0 {
+		evs = []string{filepath.Join(r.dir, report.FileEvents)}
+	}
 	for _, p := range evs {
-		node := strings.TrimSuffix(filepath.Base(p), ".jsonl")
 		eachLine(p, func(line []byte) {
 			var e nodeEvent
 			if json.Unmarshal(line, &e) != nil {
 				return
 			}
+			var head struct {
+				Node string `json:"node"`
+			}
+			_ = json.Unmarshal(line, &head)
+			node := head.Node
 			if node == "hss" && e.Kind == "cx_answer" {
 				var a cxAnswer
 				Expect(json.Unmarshal(line, &a)).To(Succeed())
@@ -357,15 +368,44 @@ func (r *shippedRun) load(sc *scenario.Scenario) {
 
 func eachLine(path string, fn func([]byte)) {
 	GinkgoHelper()
-	f, err := os.Open(path)
-	Expect(err).NotTo(HaveOccurred())
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(nodeEventsFile(path)))
 	sc.Buffer(make([]byte, 1<<20), 1<<22)
 	for sc.Scan() {
 		fn(sc.Bytes())
 	}
 	Expect(sc.Err()).NotTo(HaveOccurred())
+}
+
+// nodeEventsFile is readNodeEvents, failing the spec on an error.
+func nodeEventsFile(path string) []byte {
+	GinkgoHelper()
+	b, err := readNodeEvents(path)
+	Expect(err).NotTo(HaveOccurred())
+	return b
+}
+
+// readNodeEvents reads the file at path; a node's events file (<run>/events/<node>.jsonl) of a run whose report
+// merged it away is read from the merged events.jsonl, the node's lines only.
+func readNodeEvents(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if !errors.Is(err, fs.ErrNotExist) || filepath.Base(filepath.Dir(path)) != "events" {
+		return b, err
+	}
+	node := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	all, merr := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(path)), report.FileEvents))
+	if merr != nil {
+		return nil, err // the node's own file is the one missing
+	}
+	var out []byte
+	for _, line := range bytes.Split(all, []byte("\n")) {
+		var head struct {
+			Node string `json:"node"`
+		}
+		if json.Unmarshal(line, &head) == nil && head.Node == node {
+			out = append(append(out, line...), '\n')
+		}
+	}
+	return out, nil
 }
 
 // metric reads a KPI of the summary; absent is a failure.
