@@ -117,6 +117,7 @@ func analyse(r *run) *analysis {
 	a.survival(r)
 	a.overload(r)
 	a.selfLag(r)
+	a.health(r)
 	a.udpDrops(r)
 	a.storm(r)
 	return a

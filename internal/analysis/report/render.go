@@ -125,6 +125,9 @@ func kpiRows(s *Summary) []kpiRow {
 		rows = append(rows, kpiRow{"Cx " + c, v})
 	}
 	rows = append(rows, kpiRow{"messages in the trace (SIP / Diameter)", fmt.Sprintf("%d / %d", s.Pcap.SIP, s.Pcap.Diameter)})
+	if h := s.Health; h != nil {
+		rows = append(rows, kpiRow{"run health", h.Describe()})
+	}
 	return rows
 }
 

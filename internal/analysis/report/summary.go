@@ -68,6 +68,9 @@ type Summary struct {
 	Overload map[string]*NodeOverload `json:"overload,omitempty"`
 	// SelfLag is, per node, the moments its own timers ran late (absent when none did). docs/report.md.
 	SelfLag map[string]*SelfLag `json:"self_lag,omitempty"`
+	// Health is the run's record of the machine it ran on: each node's worst scheduling stall, the machine's
+	// load, steal and other labs, and whether the run is valid for timing (docs/report.md, "Run health").
+	Health *Health `json:"health,omitempty"`
 	// UDPDrops is, per node (and "ue" for the phones), the datagrams the kernel dropped at its SIP socket
 	// because the receive buffer was full (absent when none were). docs/report.md.
 	UDPDrops     map[string]*UDPDrops `json:"udp_drops,omitempty"`
@@ -279,12 +282,26 @@ func (s *Summary) Lookup(path string) (float64, bool) {
 			return 0, false
 		}
 	}
+	if b, ok := v.(bool); ok { // health.valid: 1 or 0
+		if b {
+			return 1, true
+		}
+		return 0, true
+	}
 	n, ok := v.(json.Number)
 	if !ok {
 		return 0, false
 	}
 	f, err := n.Float64()
 	return f, err == nil
+}
+
+// HealthLine is the run's health in one line for the runner's output ("" when the run has no record).
+func (s *Summary) HealthLine() string {
+	if s == nil || s.Health == nil {
+		return ""
+	}
+	return "run health: " + s.Health.Describe()
 }
 
 // percentile is the nearest-rank percentile of sorted xs: the smallest value with at least p% of the sample at

@@ -1,6 +1,10 @@
 package lab
 
 import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/imslab/quasipool/internal/runtime/obs"
@@ -17,11 +21,23 @@ const ResourceInterval = time.Second
 func (l *Lab) sampleResources(stop <-chan struct{}) {
 	t := time.NewTicker(ResourceInterval)
 	defer t.Stop()
+	var m machineSampler
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+		}
+		ours := map[int]bool{}
+		for _, n := range l.nodes {
+			n.mu.Lock()
+			if n.proc != nil && !n.proc.exited() {
+				ours[n.proc.pid] = true
+			}
+			n.mu.Unlock()
+		}
+		if ev, ok := m.sample(ours); ok {
+			l.events.Record(ev)
 		}
 		for _, n := range l.nodes {
 			n.mu.Lock()
@@ -42,4 +58,52 @@ func (l *Lab) sampleResources(stop <-chan struct{}) {
 				CPUS: st.CPUTime(), RSSBytes: st.ResidentMemory()})
 		}
 	}
+}
+
+// nodeCommands are the process names of lab nodes: a process with one of them that is not this lab's is another
+// lab (local, in namespaces or in containers: their processes are this kernel's).
+var nodeCommands = map[string]bool{"bac": true, "pcscf": true, "icscf": true, "scscf": true, "hss": true, "dnsd": true}
+
+// machineSampler samples the machine for the run's health record (an obs.Machine event per sample).
+type machineSampler struct {
+	steal, total float64 // /proc/stat's counters at the last sample
+}
+
+func (m *machineSampler) sample(ours map[int]bool) (obs.Machine, bool) {
+	ev := obs.Machine{CPUs: runtime.NumCPU()}
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ev, false // not Linux: no health record
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 4 {
+		return ev, false
+	}
+	ev.Load1, _ = strconv.ParseFloat(f[0], 64)
+	if r, _, ok := strings.Cut(f[3], "/"); ok {
+		ev.ProcsRunning, _ = strconv.Atoi(r)
+	}
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return ev, true
+	}
+	if st, err := fs.Stat(); err == nil {
+		c := st.CPUTotal
+		total := c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal
+		if m.total > 0 && total > m.total {
+			ev.StealRatio = (c.Steal - m.steal) / (total - m.total)
+		}
+		m.steal, m.total = c.Steal, total
+	}
+	if procs, err := fs.AllProcs(); err == nil {
+		for _, p := range procs {
+			if ours[p.PID] || p.PID == os.Getpid() {
+				continue
+			}
+			if c, err := p.Comm(); err == nil && nodeCommands[c] {
+				ev.OtherLabs++
+			}
+		}
+	}
+	return ev, true
 }

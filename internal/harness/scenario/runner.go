@@ -513,6 +513,9 @@ func (r *runner) evaluate(o *Outcome) (*Outcome, error) {
 	o.Passed = Passed(o.Results)
 	r.out.mu.Lock()
 	PrintResults(r.out.w, o.Results)
+	if h, ok := m.(interface{ HealthLine() string }); ok && h.HealthLine() != "" {
+		fmt.Fprintln(r.out.w, h.HealthLine())
+	}
 	verdict := "PASSED"
 	if !o.Passed {
 		verdict = "FAILED"

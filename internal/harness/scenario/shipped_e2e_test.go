@@ -189,12 +189,16 @@ func detectionBound(sc *scenario.Scenario, node string) time.Duration {
 	return max(probe, nc.Timers.InviteNoAnswer) + p.Interval + p.Timeout
 }
 
-// starved describes the nodes of a run that ran late, starved of CPU (their self_lag events), or "".
+// starved says why the run's own health record holds it invalid for timing (a node stalled, the machine
+// overloaded, another lab beside it), and which nodes ran late (self_lag), or "".
 func starved(s *report.Summary) string {
-	if s == nil || len(s.SelfLag) == 0 {
+	if s == nil {
 		return ""
 	}
 	var parts []string
+	if s.Health != nil && !s.Health.Valid {
+		parts = append(parts, s.Health.Describe())
+	}
 	for _, n := range slices.Sorted(maps.Keys(s.SelfLag)) {
 		l := s.SelfLag[n]
 		parts = append(parts, fmt.Sprintf("%s ran up to %.0f ms late (%d s with late timers)", n, l.MaxLagMs, l.Events))

@@ -31,6 +31,7 @@ var kinds = []kindSpec{
 	{PeerState{}, false},
 	{PoolPanic{}, false},
 	{SelfLag{}, false},
+	{LagStats{}, false},
 	{PeerRTT{}, false},
 	{Overload{}, false},
 	{DNSStale{}, false},
@@ -51,6 +52,7 @@ var kinds = []kindSpec{
 	{NodeStart{}, false},
 	{NodeExit{}, false},
 	{Resource{}, false},
+	{Machine{}, false},
 	{Fault{}, false},
 	{FaultHeal{}, false},
 	{FaultDrawn{}, false},
@@ -273,6 +275,17 @@ type SelfLag struct {
 }
 
 func (SelfLag) Kind() string { return "self_lag" }
+
+// LagStats is the worst lateness of a node's own timers over the last interval (5 s), written every interval
+// whatever the lateness: the run's health record takes each node's worst scheduling stall from them.
+//
+// Written by: the SIP nodes (internal/runtime/pool's lag monitor).
+type LagStats struct {
+	MaxMs     float64 `json:"max_ms"`     // the latest wake-up of the interval, ms late
+	IntervalS float64 `json:"interval_s"` // the interval the maximum is over, s
+}
+
+func (LagStats) Kind() string { return "lag_stats" }
 
 // PeerRTT is the round trips of the node's OPTIONS probes to one peer in one report interval (5 s).
 //
@@ -542,6 +555,20 @@ type Resource struct {
 
 func (Resource) Kind() string { return "resource" }
 
+// Machine is a sample, once a second, of the machine the lab runs on: its load and whether another lab runs beside
+// this one. The run's health record reads them (docs/report.md, "Run health").
+//
+// Written by: the lab (local backend).
+type Machine struct {
+	Load1        float64 `json:"load1"`         // the 1-minute load average (/proc/loadavg)
+	ProcsRunning int     `json:"procs_running"` // runnable threads at the sample (/proc/loadavg's r of r/t)
+	CPUs         int     `json:"cpus"`          // the CPUs the machine has
+	StealRatio   float64 `json:"steal_ratio"`   // the share of CPU time stolen by the hypervisor since the last sample (/proc/stat)
+	OtherLabs    int     `json:"other_labs"`    // processes of lab nodes that are not this lab's (another lab running)
+}
+
+func (Machine) Kind() string { return "machine" }
+
 // FaultFields are the fields of Fault and FaultHeal.
 type FaultFields struct {
 	Fault         string   `json:"fault"`                     // the fault's kind (kill, stop, pause, partition, …); restart for a restart
@@ -786,6 +813,8 @@ func (NodeStart) sealed()             {}
 func (NodeExit) sealed()              {}
 func (Resource) sealed()              {}
 func (Fault) sealed()                 {}
+func (LagStats) sealed()              {}
+func (Machine) sealed()               {}
 func (FaultHeal) sealed()             {}
 func (FaultDrawn) sealed()            {}
 func (CPULimit) sealed()              {}

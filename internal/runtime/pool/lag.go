@@ -32,6 +32,9 @@ type LagMonitor struct {
 	full    bool
 	due     time.Time // when the running sleep should end: a wake-up still pending counts too
 	lastEvt time.Time
+	// statsMax is the worst lateness since the last lag_stats event, written every LagStatsInterval.
+	statsMax  time.Duration
+	lastStats time.Time
 	// eventOver, when positive: a wake-up later than it records a "self_lag" event {lag_ms} (at most one a
 	// second).
 	eventOver time.Duration
@@ -46,6 +49,8 @@ type lagSample struct {
 const (
 	DefaultLagTick = 50 * time.Millisecond
 	LagWindow      = 30 * time.Second
+	// LagStatsInterval is how often the monitor records its worst lateness (a lag_stats event), whatever it was.
+	LagStatsInterval = 5 * time.Second
 )
 
 // NewLagMonitor returns a monitor waking every tick (DefaultLagTick when 0) that records a "self_lag" event in rec
@@ -90,9 +95,21 @@ func (m *LagMonitor) record(at time.Time, lag time.Duration) {
 	if emit {
 		m.lastEvt = at
 	}
+	m.statsMax = max(m.statsMax, lag)
+	if m.lastStats.IsZero() {
+		m.lastStats = at
+	}
+	var stats *obs.LagStats
+	if span := at.Sub(m.lastStats); span >= LagStatsInterval {
+		stats = &obs.LagStats{MaxMs: float64(m.statsMax.Microseconds()) / 1000, IntervalS: span.Seconds()}
+		m.statsMax, m.lastStats = 0, at
+	}
 	m.mu.Unlock()
 	if emit && m.rec != nil {
 		m.rec.Emit(obs.SelfLag{LagMs: lag.Milliseconds()})
+	}
+	if stats != nil && m.rec != nil {
+		m.rec.Emit(*stats)
 	}
 }
 

@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,6 +130,31 @@ var _ = Describe("LagMonitor", Label("unit"), func() {
 		m.Record(t0.Add(200*time.Millisecond), 600*time.Millisecond)
 		m.Record(t0.Add(1500*time.Millisecond), 300*time.Millisecond)
 		Expect(ev.Kinds()).To(Equal([]string{"self_lag", "self_lag"}))
+	})
+
+	It("records its worst lateness every 5 s in a lag_stats event, however small (the run's health record)", func() {
+		ev := &eventLog{}
+		m := pool.NewLagMonitor(50*time.Millisecond, obs.NewRecorder(ev, "pcscf1"), 250*time.Millisecond)
+		t0 := time.Now()
+		for i := 0; i <= 220; i++ { // 11 s of wake-ups every 50 ms, one 80 ms late at 2 s and one 30 ms late at 7 s
+			lag := time.Millisecond
+			switch i {
+			case 40:
+				lag = 80 * time.Millisecond
+			case 140:
+				lag = 30 * time.Millisecond
+			}
+			m.Record(t0.Add(time.Duration(i)*50*time.Millisecond), lag)
+		}
+		var stats []obs.LagStats
+		for _, line := range strings.Split(strings.TrimSpace(ev.buf.String()), "\n") {
+			_, e, err := obs.DecodeEvent([]byte(line))
+			Expect(err).NotTo(HaveOccurred())
+			if s, ok := e.(obs.LagStats); ok {
+				stats = append(stats, s)
+			}
+		}
+		Expect(stats).To(Equal([]obs.LagStats{{MaxMs: 80, IntervalS: 5}, {MaxMs: 30, IntervalS: 5}}))
 	})
 
 	It("measures nothing on an idle process", func() {
