@@ -26,8 +26,8 @@ trap 'rm -rf "$tmp"' EXIT
 # build DIR LABEL: the test binaries of the tree in DIR
 build() {
   (cd "$1" &&
-    taskset -c 1 go test -c -o "$tmp/$2-sipx.test" ./internal/sipx/ &&
-    taskset -c 1 go test -c -o "$tmp/$2-obs.test" ./internal/obs/)
+    taskset -c 1 go test -c -o "$tmp/$2-sipx.test" ./internal/proto/sipx/ &&
+    taskset -c 1 go test -c -o "$tmp/$2-obs.test" ./internal/runtime/obs/)
 }
 
 # once LABEL: one run of every benchmark of LABEL's binaries, raw lines appended to $tmp/LABEL.txt

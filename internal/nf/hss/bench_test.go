@@ -24,7 +24,7 @@ import (
 // does that compare with go-diameter doing nothing": the same client load (64 requests in flight, over 1 or 4
 // connections) goes to a bare go-diameter echo server and to the real HSS with fsync on, in one run.
 //
-//	go test -run '^$' -bench BenchmarkCx -benchtime 3s ./internal/hss/
+//	go test -run '^$' -bench BenchmarkCx -benchtime 3s ./internal/nf/hss/
 
 const benchUsers = 1000
 

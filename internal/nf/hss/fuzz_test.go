@@ -60,7 +60,7 @@ func fuzzSeeds(f *testing.F) {
 // checks, the Cx decoders, the handlers and the answer encoder, with no recover in between (cx.HandleFrame), so
 // a panic anywhere in them fails the fuzz run. Every answer to a known command must be a message go-diameter can read.
 //
-//	go test -run x -fuzz FuzzHSSFrame -fuzztime 60s ./internal/hss/
+//	go test -run x -fuzz FuzzHSSFrame -fuzztime 60s ./internal/nf/hss/
 func FuzzHSSFrame(f *testing.F) {
 	fuzzSeeds(f)
 	db, err := store.Open(f.TempDir(), store.Options{NoSync: true})
