@@ -83,9 +83,10 @@ faults:
 				Expect(b).To(Equal(a), "%s: the same users registered through the victim in both schemes", rep)
 				AddReportEntry(rep, fmt.Sprintf("victim %s at %.3f s, %d affected users, detection qp %v ls %v",
 					f.Target, f.AtS, qp.AffectedUsers, qp.TimeToDetectS, ls.TimeToDetectS))
-				lab, err := os.ReadFile(filepath.Join(dir, "quasi-pool", rep, "events", "lab.jsonl"))
+				// The run's one copy of the events (the report merged the nodes' files into it).
+				events, err := os.ReadFile(filepath.Join(dir, "quasi-pool", rep, report.FileEvents))
 				Expect(err).NotTo(HaveOccurred())
-				Expect(string(lab)).To(ContainSubstring(`"fault_drawn"`))
+				Expect(string(events)).To(MatchRegexp(`"kind":"fault_drawn"[^\n]*"node":"lab"|"node":"lab"[^\n]*"kind":"fault_drawn"`))
 			}
 
 			By("aggregating the two repetitions of each scheme with n = 2 and a CI")

@@ -11,8 +11,7 @@ import (
 )
 
 // Run health thresholds: a run is valid for timing only when no node stalled longer than MaxStallMs (its own
-// timers ran that late, lag_stats), the median of the machine's runnable threads stayed within its CPUs and no
-// other lab ran beside it (docs/report.md, "Run health").
+// timers ran that late, lag_stats) and no other lab ran beside it (docs/report.md, "Run health").
 const MaxStallMs = 100
 
 // Health is the run's own record of the machine it ran on: whether its timings measure the design or the
@@ -40,6 +39,9 @@ type Health struct {
 	ProcsRunningMax     int     `json:"procs_running_max"`
 	StealMax            float64 `json:"steal_max"`
 	OtherLabProcsMedian float64 `json:"other_lab_procs_median"`
+	// Overcommitted: the median of the runnable threads exceeded the CPUs. Recorded, not a reason: validity rests
+	// on the nodes' own stalls (docs/report.md, "Run health").
+	Overcommitted bool `json:"overcommitted,omitempty"`
 }
 
 // health fills Summary.Health from the nodes' lag_stats and the lab's machine samples.
@@ -87,10 +89,10 @@ func (a *analysis) health(r *run) {
 	case h.Samples == 0:
 		h.Reasons = append(h.Reasons, "no machine samples: nothing shows the machine was quiet")
 	default:
-		if h.ProcsRunningMedian > float64(h.CPUs) {
-			h.Reasons = append(h.Reasons, fmt.Sprintf("the machine's runnable threads (median %g) exceeded its %d CPUs",
-				h.ProcsRunningMedian, h.CPUs))
-		}
+		// More runnable threads than CPUs is recorded, not held against the run: a lone lab of ten nodes and
+		// the phones keeps a 2-core machine at a 1-minute load of about 3 while its nodes' timers run a few ms
+		// late, and the samples fall on the phones' call bursts. The node stalls are the direct evidence.
+		h.Overcommitted = h.ProcsRunningMedian > float64(h.CPUs)
 		if h.OtherLabProcsMedian > 0 {
 			h.Reasons = append(h.Reasons, fmt.Sprintf("another lab ran beside this one (median %g node processes not this lab's)",
 				h.OtherLabProcsMedian))
@@ -129,6 +131,10 @@ func (h *Health) Describe() string {
 	if h.MaxStallNode != "" {
 		stall = fmt.Sprintf("worst node stall %.0f ms (%s)", h.MaxStallMs, h.MaxStallNode)
 	}
-	return fmt.Sprintf("%s (%s; load1 median %.2f, max %.2f on %d CPUs; runnable median %g; steal max %.1f %%; "+
-		"%d machine samples)", v, stall, h.Load1Median, h.Load1Max, h.CPUs, h.ProcsRunningMedian, 100*h.StealMax, h.Samples)
+	over := ""
+	if h.Overcommitted {
+		over = ", more than the CPUs"
+	}
+	return fmt.Sprintf("%s (%s; load1 median %.2f, max %.2f on %d CPUs; runnable median %g%s; steal max %.1f %%; "+
+		"%d machine samples)", v, stall, h.Load1Median, h.Load1Max, h.CPUs, h.ProcsRunningMedian, over, 100*h.StealMax, h.Samples)
 }
