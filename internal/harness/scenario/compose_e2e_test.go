@@ -97,7 +97,7 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 		}
 		Expect(decoded(`sip.Method == "INVITE" && sip.r-uri contains "restore=1" || sip.Route contains "restore=1"`)).NotTo(BeEmpty())
 		Expect(decoded("diameter.cmd.code == 302 && diameter.User-Authorization-Type == 2")).NotTo(BeEmpty())
-	}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
+	}, NodeTimeout(6*time.Minute))
 
 	It("runs partition-bac-pcscf against containers: the partition entered into pcscf1's container, the same expectations",
 		Label("full"), func(ctx SpecContext) {
@@ -110,7 +110,7 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 			// One retry: its timing expectations (p95 interruption <= 3 s, 99 % of calls after detection) failed
 			// once in CI on a busy machine (which one was not printed; failedExpectations now leads the message),
 			// and passed in every local run. A second failure is a failure.
-		}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
+		}, NodeTimeout(6*time.Minute))
 
 	It("runs wan-latency against containers: the site link's delay and loss entered into every container's namespace",
 		Label("full"), func(ctx SpecContext) {
@@ -141,7 +141,7 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 			Expect(extra).To(BeNumerically(">=", 32), "the site link adds 20 ms each way to a probe's round trip")
 			// As the namespace spec: the delay line's lateness on a loaded machine (one CI run: 54.2 ms).
 			Expect(extra).To(BeNumerically("<=", 64), "the site link adds 20 ms each way to a probe's round trip")
-		}, FlakeAttempts(2), NodeTimeout(8*time.Minute))
+		}, NodeTimeout(8*time.Minute))
 
 	It("runs gray-pcscf against containers: pcscf1's container given 2 % of a CPU through the engine, read back from the kernel",
 		Label("full"), func(ctx SpecContext) {
@@ -166,7 +166,7 @@ var _ = Describe("the compose backend", Label("e2e", "docker"), func() {
 			}
 			Expect(quota).To(Equal([]int{2000, 100000}), "2 %% of the CFS period, read back from the container's cgroup")
 			Expect(removed).To(BeTrue(), "healed: the kernel shows no quota")
-		}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
+		}, NodeTimeout(6*time.Minute))
 })
 
 // runCompose runs scenarios/<name>.yaml, changed by edit, against a compose lab of containers, and expects it to

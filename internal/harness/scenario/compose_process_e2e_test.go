@@ -94,7 +94,7 @@ var _ = Describe("the process-fault scenarios against containers", Label("e2e", 
 				return a.Cmd == "LIR" && a.IMPU == u && uatIs(a, 2) && cxOK(a) && a.TNs > back
 			})), "%s: LIR with UAT 2 answered after the HSS's return", u)
 		}
-	}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
+	}, NodeTimeout(6*time.Minute))
 
 	It("dns-outage: the nodes served stale answers while the dnsd container was down, and dnsd wrote node_ready "+
 		"again after it", func(ctx SpecContext) {
@@ -111,7 +111,7 @@ var _ = Describe("the process-fault scenarios against containers", Label("e2e", 
 			}
 			Expect(served).To(BeNumerically(">", 0), "%s served stale answers while dnsd was down", n)
 		}
-	}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
+	}, NodeTimeout(6*time.Minute))
 
 	It("failback-pcscf: the pcscf1 container, started again empty, restored its old users on their calls and "+
 		"nobody registered again", func(ctx SpecContext) {
@@ -130,7 +130,7 @@ var _ = Describe("the process-fault scenarios against containers", Label("e2e", 
 		regs, ok := r.sum.Lookup("faults.0.after_heal.registrations")
 		Expect(ok).To(BeTrue())
 		Expect(regs).To(BeZero(), "nobody registered again")
-	}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
+	}, NodeTimeout(6*time.Minute))
 
 	// 30 s, as the local spec: two full cycles of the 5 s flap (shortenTo does not scale a flap's period).
 	It("flapping-scscf: the scscf1 container came back more than once by its own account, and the others took "+
@@ -144,7 +144,7 @@ var _ = Describe("the process-fault scenarios against containers", Label("e2e", 
 			restores += len(own(r, n, "restore"))
 		}
 		Expect(takeovers+restores).To(BeNumerically(">", 0), "scscf1's users were restored elsewhere")
-	}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
+	}, NodeTimeout(6*time.Minute))
 
 	It("site-loss: every south container died and a north node holds each down; the affected users were served",
 		func(ctx SpecContext) {
@@ -169,5 +169,5 @@ var _ = Describe("the process-fault scenarios against containers", Label("e2e", 
 				Expect(by).NotTo(BeEmpty(), "a north node holds %s down at the end (its last peer_state)", n)
 			}
 			Expect(r.sum.AffectedIMPUs).NotTo(BeEmpty())
-		}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
+		}, NodeTimeout(6*time.Minute))
 })

@@ -69,7 +69,7 @@ var _ = Describe("process faults the shipped scenarios do not use, observed", La
 		Expect(float64(ok)).To(BeNumerically(">=", 0.95*float64(all)), "calls answered after the resume")
 		GinkgoWriter.Printf("hss pause: %d Cx answers after the resume; calls from 2 s after it: %d answered of %d\n",
 			len(after), ok, all)
-	}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
+	}, NodeTimeout(6*time.Minute))
 
 	// site-loss shortened (24 s), south killed at 8 s and started again 8 s later (for: 8s).
 	It("site-down with for: every south node died, started again by its own account, and north holds it up", func(ctx SpecContext) {
@@ -102,5 +102,5 @@ var _ = Describe("process faults the shipped scenarios do not use, observed", La
 			}
 			Expect(up).NotTo(BeEmpty(), "a north node marked %s up again after its return", n)
 		}
-	}, FlakeAttempts(2), NodeTimeout(6*time.Minute))
+	}, NodeTimeout(6*time.Minute))
 })

@@ -391,7 +391,7 @@ var _ = Describe("network faults in the real lab (every node in its own namespac
 			Expect(during).To(BeNumerically("<=", 1.6*want), "the delay shows in the measured round trip")
 			Expect(m).To(BeNumerically(">=", 1), "peer_rtt windows of the BAC for pcscf1 after the heal")
 			Expect(after).To(BeNumerically("<", 0.25*want), "the round trip is back after the heal")
-		}, FlakeAttempts(2))
+		})
 
 	It("isolate, site-isolate and rate: applied in the right namespaces, seen by the right nodes, healed",
 		Label("full"), SpecTimeout(9*time.Minute), func(ctx SpecContext) {
