@@ -2,9 +2,7 @@ package scenario_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,7 +12,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/imslab/quasipool/internal/analysis/report"
 	"github.com/imslab/quasipool/internal/harness/scenario"
 	"github.com/imslab/quasipool/internal/harness/testutil"
 	"github.com/imslab/quasipool/internal/runtime/obs"
@@ -62,29 +59,15 @@ func runTrace(runDir string) []obs.TraceLine {
 	return lines
 }
 
-// readJSONL decodes every line of path. A node's events file (<run>/events/<node>.jsonl) of a run whose report
-// merged it away is read from the merged events.jsonl, the node's lines only.
+// readJSONL decodes every line of path; a node's events file of a run whose report merged it away is read as
+// readNodeEvents reads it.
 func readJSONL[T any](path string) []T {
 	GinkgoHelper()
-	node := ""
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) && filepath.Base(filepath.Dir(path)) == "events" {
-		node = strings.TrimSuffix(filepath.Base(path), ".jsonl")
-		b, err = os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(path)), report.FileEvents))
-	}
-	Expect(err).NotTo(HaveOccurred())
+	b := nodeEventsFile(path)
 	var out []T
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		if line == "" {
 			continue
-		}
-		if node != "" {
-			var head struct {
-				Node string `json:"node"`
-			}
-			if json.Unmarshal([]byte(line), &head) != nil || head.Node != node {
-				continue
-			}
 		}
 		var v T
 		Expect(json.Unmarshal([]byte(line), &v)).To(Succeed(), line)
