@@ -100,8 +100,13 @@ func figuresMarkdown(b *bytes.Buffer, e ExperimentResult) {
 		return
 	}
 	fmt.Fprintf(b, "### Figures of %s\n\n", e.Name)
+	printed := false
 	for _, f := range e.Figures {
-		fmt.Fprintf(b, "![%s](%s)\n\n**%s** ([SVG](%s), [PNG](%s)). %s\n\n", f.Title, f.SVG, f.Title, f.SVG, f.PNG, f.Caption)
+		fmt.Fprintf(b, "![%s](%s)\n\n**%s** ([SVG](%s)). %s\n\n", f.Title, f.SVG, f.Title, f.SVG, f.Caption)
+		printed = printed || len(f.Print) > 0
+	}
+	if printed {
+		fmt.Fprintf(b, "%s\n\n", printNote)
 	}
 	for _, n := range e.FigureNotes {
 		fmt.Fprintf(b, "%s\n\n", n)
@@ -171,7 +176,7 @@ func Results(r *Result) string {
 		}
 		b.WriteString("\n")
 		for _, f := range e.Figures {
-			fmt.Fprintf(&b, "- %s: [SVG](%s), [PNG](%s)\n", f.Title, f.SVG, f.PNG)
+			fmt.Fprintf(&b, "- %s: [SVG](%s)\n", f.Title, f.SVG)
 		}
 		if len(e.Figures) > 0 {
 			b.WriteString("\n")

@@ -19,6 +19,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/imslab/quasipool/internal/analysis/figure"
+
 	"github.com/imslab/quasipool/internal/analysis/stats"
 	"github.com/imslab/quasipool/internal/harness/scenario"
 )
@@ -408,10 +410,13 @@ func sweepMarkdown(b *bytes.Buffer, s SweepResult, level string) {
 	}
 	for _, f := range s.Figures {
 		if level == "##" {
-			fmt.Fprintf(b, "![%s](%s)\n\n**%s** ([SVG](%s), [PNG](%s)). %s\n\n", f.Title, f.SVG, f.Title, f.SVG, f.PNG, f.Caption)
+			fmt.Fprintf(b, "![%s](%s)\n\n**%s** ([SVG](%s)). %s\n\n", f.Title, f.SVG, f.Title, f.SVG, f.Caption)
 		} else {
-			fmt.Fprintf(b, "- %s: [SVG](%s), [PNG](%s)\n", f.Title, f.SVG, f.PNG)
+			fmt.Fprintf(b, "- %s: [SVG](%s)\n", f.Title, f.SVG)
 		}
+	}
+	if level == "##" && len(s.Figures) > 0 && len(s.Figures[0].Print) > 0 {
+		fmt.Fprintf(b, "%s\n\n", printNote)
 	}
 	if level != "##" && len(s.Figures) > 0 {
 		b.WriteString("\n")
@@ -432,14 +437,11 @@ func writeSweepFigures(dir string, r *Result) error {
 		s := &r.Sweeps[i]
 		s.Figures = nil
 		for _, k := range s.KPIs {
-			p, fig, err := sweepFigure(s, k)
-			if err != nil {
-				return err
-			}
-			if p == nil {
+			b, fig := sweepFigure(s, k)
+			if b == nil {
 				continue
 			}
-			if err := save(p, dir, &fig); err != nil {
+			if err := save(b, dir, &fig); err != nil {
 				return err
 			}
 			s.Figures = append(s.Figures, fig)
@@ -448,7 +450,7 @@ func writeSweepFigures(dir string, r *Result) error {
 	return nil
 }
 
-func sweepFigure(s *SweepResult, k SweepKPI) (*plot.Plot, Figure, error) {
+func sweepFigure(s *SweepResult, k SweepKPI) (figure.Builder, Figure) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	xlo, xhi := math.Inf(1), math.Inf(-1)
 	for _, c := range k.Cells {
@@ -462,15 +464,13 @@ func sweepFigure(s *SweepResult, k SweepKPI) (*plot.Plot, Figure, error) {
 		xlo, xhi = min(xlo, c.X), max(xhi, c.X)
 	}
 	if math.IsInf(lo, 1) {
-		return nil, Figure{}, nil
+		return nil, Figure{}
 	}
 	logX := xlo > 0 && xhi/xlo >= 10
 	xlabel := fmt.Sprintf("%s (%s)", s.Param, s.Unit)
 	if logX {
 		xlabel += ", log scale"
 	}
-	p := newPlot(fmt.Sprintf("%s: %s %s vs %s (95 %% CI)", s.Name, k.Estimate, k.Name, s.Param), xlabel,
-		fmt.Sprintf("%s of %s (%s)", k.Estimate, k.Name, k.Unit))
 	// The schemes' points at one value are set a little apart so that their bars do not hide each other.
 	span := xhi - xlo
 	if span == 0 {
@@ -483,88 +483,98 @@ func sweepFigure(s *SweepResult, k SweepKPI) (*plot.Plot, Figure, error) {
 		}
 		return x + off*span
 	}
-	if logX {
-		p.X.Scale = plot.LogScale{}
-		p.X.Min, p.X.Max = xlo/math.Pow(xhi/xlo, 0.08), xhi*math.Pow(xhi/xlo, 0.08)
-	} else {
-		p.X.Min, p.X.Max = xlo-0.08*span, xhi+0.08*span
-	}
-	var ticks plot.ConstantTicks
-	for j, v := range s.Values {
-		ticks = append(ticks, plot.Tick{Value: s.X[j], Label: v})
-	}
-	p.X.Tick.Marker = ticks
-	p.Legend.Top, p.Legend.Left = true, false
-	entries := 0
 	var missing []string // schemes without a value at any point: no line
-	for i, scheme := range s.Schemes {
-		var pts errPoints
-		nmin, nmax, umin, umax := math.MaxInt, 0, math.MaxInt, 0
+	for _, scheme := range s.Schemes {
+		found := false
 		for _, c := range k.Cells {
-			if c.Scheme != scheme || c.Est == nil {
+			found = found || c.Scheme == scheme && c.Est != nil
+		}
+		if !found {
+			missing = append(missing, scheme)
+		}
+	}
+	title := fmt.Sprintf("%s: %s %s vs %s (95 %% CI)", s.Name, k.Estimate, k.Name, s.Param)
+	build := func(f figure.Form) (*figure.Fig, error) {
+		g := figure.NewFig(f, title, xlabel, fmt.Sprintf("%s of %s (%s)", k.Estimate, k.Name, k.Unit))
+		p := g.Plot
+		if logX {
+			p.X.Scale = plot.LogScale{}
+			p.X.Min, p.X.Max = xlo/math.Pow(xhi/xlo, 0.08), xhi*math.Pow(xhi/xlo, 0.08)
+		} else {
+			p.X.Min, p.X.Max = xlo-0.08*span, xhi+0.08*span
+		}
+		var ticks plot.ConstantTicks
+		for j, v := range s.Values {
+			ticks = append(ticks, plot.Tick{Value: s.X[j], Label: v})
+		}
+		p.X.Tick.Marker = ticks
+		for i, scheme := range s.Schemes {
+			var pts errPoints
+			nmin, nmax, umin, umax := math.MaxInt, 0, math.MaxInt, 0
+			for _, c := range k.Cells {
+				if c.Scheme != scheme || c.Est == nil {
+					continue
+				}
+				var e struct{ Low, High float64 }
+				if c.CI95 != nil {
+					e.Low, e.High = *c.Est-c.CI95.Low, c.CI95.High-*c.Est
+				}
+				pts.XYs = append(pts.XYs, plotter.XY{X: dodge(c.X, i), Y: *c.Est})
+				pts.YErrors = append(pts.YErrors, e)
+				nmin, nmax, umin, umax = min(nmin, c.Runs), max(nmax, c.Runs), min(umin, c.NVals), max(umax, c.NVals)
+			}
+			if len(pts.XYs) == 0 {
 				continue
 			}
-			var e struct{ Low, High float64 }
-			if c.CI95 != nil {
-				e.Low, e.High = *c.Est-c.CI95.Low, c.CI95.High-*c.Est
+			col := colourOf(i)
+			ord := make([]int, len(pts.XYs))
+			for j := range ord {
+				ord[j] = j
 			}
-			pts.XYs = append(pts.XYs, plotter.XY{X: dodge(c.X, i), Y: *c.Est})
-			pts.YErrors = append(pts.YErrors, e)
-			nmin, nmax, umin, umax = min(nmin, c.Runs), max(nmax, c.Runs), min(umin, c.NVals), max(umax, c.NVals)
+			slices.SortFunc(ord, func(a, b int) int { return cmpFloat(pts.XYs[a].X, pts.XYs[b].X) })
+			var line plotter.XYs
+			for _, j := range ord {
+				line = append(line, pts.XYs[j])
+			}
+			l, err := plotter.NewLine(line)
+			if err != nil {
+				return nil, fmt.Errorf("study: figure: %w", err)
+			}
+			l.Color, l.Width = col, vg.Points(1.2)
+			eb, err := plotter.NewYErrorBars(pts)
+			if err != nil {
+				return nil, fmt.Errorf("study: figure: %w", err)
+			}
+			eb.Color, eb.Width, eb.CapWidth = col, vg.Points(1.1), f.TickSize*0.75
+			sc, err := plotter.NewScatter(pts.XYs)
+			if err != nil {
+				return nil, fmt.Errorf("study: figure: %w", err)
+			}
+			sc.Color, sc.Radius, sc.Shape = col, f.TickSize*0.35, draw.CircleGlyph{}
+			p.Add(l, eb, sc)
+			runs := "runs"
+			if nmax == 1 {
+				runs = "run"
+			}
+			n := fmt.Sprintf("n = %s %s per value", span2(nmin, nmax), runs)
+			if k.Per == "user" {
+				n += fmt.Sprintf(", %s users", span2(umin, umax))
+			}
+			g.Add(fmt.Sprintf("%s: %s", scheme, n), l, sc)
 		}
-		if len(pts.XYs) == 0 {
-			missing = append(missing, scheme)
-			continue
+		pad := (hi - lo) * 0.12
+		if pad == 0 {
+			pad = math.Max(math.Abs(hi)*0.1, 0.05)
 		}
-		col := colourOf(i)
-		ord := make([]int, len(pts.XYs))
-		for j := range ord {
-			ord[j] = j
+		p.Y.Min, p.Y.Max = lo-pad, hi+pad
+		if k.Unit == "share" {
+			p.Y.Min, p.Y.Max = math.Max(p.Y.Min, -0.02), math.Min(p.Y.Max, 1.02)
+			p.Y.Tick.Marker = figure.ShareTicks
 		}
-		slices.SortFunc(ord, func(a, b int) int { return cmpFloat(pts.XYs[a].X, pts.XYs[b].X) })
-		var line plotter.XYs
-		for _, j := range ord {
-			line = append(line, pts.XYs[j])
-		}
-		l, err := plotter.NewLine(line)
-		if err != nil {
-			return nil, Figure{}, fmt.Errorf("study: figure: %w", err)
-		}
-		l.Color, l.Width = col, vg.Points(1.2)
-		eb, err := plotter.NewYErrorBars(pts)
-		if err != nil {
-			return nil, Figure{}, fmt.Errorf("study: figure: %w", err)
-		}
-		eb.Color, eb.Width, eb.CapWidth = col, vg.Points(1.1), vg.Points(6)
-		sc, err := plotter.NewScatter(pts.XYs)
-		if err != nil {
-			return nil, Figure{}, fmt.Errorf("study: figure: %w", err)
-		}
-		sc.Color, sc.Radius, sc.Shape = col, vg.Points(3), draw.CircleGlyph{}
-		p.Add(l, eb, sc)
-		runs := "runs"
-		if nmax == 1 {
-			runs = "run"
-		}
-		n := fmt.Sprintf("n = %s %s per value", span2(nmin, nmax), runs)
-		if k.Per == "user" {
-			n += fmt.Sprintf(", %s users", span2(umin, umax))
-		}
-		p.Legend.Add(fmt.Sprintf("%s: %s", scheme, n), l, sc)
-		entries++
-	}
-	pad := (hi - lo) * 0.12
-	if pad == 0 {
-		pad = math.Max(math.Abs(hi)*0.1, 0.05)
-	}
-	p.Y.Min, p.Y.Max = lo-pad, hi+pad*(1+1.2*float64(entries)) // room for the legend above the data
-	if k.Unit == "share" {
-		p.Y.Min = math.Max(p.Y.Min, -0.02)
-		p.Y.Max = max(p.Y.Max, legendRoom(entries))
-		p.Y.Tick.Marker = shareTicks
+		return g, nil
 	}
 	caption := fmt.Sprintf("%s of %s (%s, per %s) against %s (%s): a line per scheme, each point one "+
-		"experiment of the sweep (the same seeds at every value), bars its 95 %% percentile-bootstrap CI over runs "+
+		"experiment of the sweep (the same seeds at every value), bars its 95 %% CI over runs "+
 		"(study.json %s_ci95; none with one run). Points of one value are set slightly apart so that their bars do "+
 		"not overlap. n per value and scheme in the legend (and in the sweep table).", upperFirst(k.Estimate),
 		k.Name, k.Unit, k.Per, s.Param, s.Unit, k.Estimate)
@@ -572,8 +582,8 @@ func sweepFigure(s *SweepResult, k SweepKPI) (*plot.Plot, Figure, error) {
 		caption += fmt.Sprintf(" No line for %s: no run had a value at any point (e.g. no median time to restore "+
 			"where fewer than half of the users were restored by the end of the run).", strings.Join(missing, ", "))
 	}
-	return p, Figure{Kind: "sweep", KPI: k.Name, SVG: s.Name + "-sweep-" + strings.ReplaceAll(k.Name, "_", "-"),
-		Title: fmt.Sprintf("%s vs %s", k.Name, s.Param), Caption: caption}, nil
+	return build, Figure{Kind: "sweep", KPI: k.Name, SVG: s.Name + "-sweep-" + strings.ReplaceAll(k.Name, "_", "-"),
+		Title: fmt.Sprintf("%s vs %s", k.Name, s.Param), Caption: caption}
 }
 
 func cmpFloat(a, b float64) int {
