@@ -64,11 +64,25 @@ func LogTicks(lo, hi float64) plot.ConstantTicks {
 	return ticks
 }
 
-// ClampX keeps every point's x inside [lo, hi] (a curve's start at t = 0 on a log axis starts at its left edge).
+// ClampX keeps every point's x inside [lo, hi] (a curve's start at t = 0 on a log axis starts at its left edge)
+// and leaves out the points that add nothing to the line: repeats, and the inner points of a horizontal or
+// vertical run (a step curve on a fine grid is mostly those; the SVG and PDF stay small).
 func ClampX(xys plotter.XYs, lo, hi float64) plotter.XYs {
-	out := make(plotter.XYs, len(xys))
-	for i, p := range xys {
-		out[i] = plotter.XY{X: min(max(p.X, lo), hi), Y: p.Y}
+	out := make(plotter.XYs, 0, len(xys))
+	for _, p := range xys {
+		q := plotter.XY{X: min(max(p.X, lo), hi), Y: p.Y}
+		if n := len(out); n > 0 && out[n-1] == q {
+			continue
+		}
+		if n := len(out); n >= 2 {
+			a, b := out[n-2], out[n-1]
+			if a.Y == b.Y && b.Y == q.Y && (b.X-a.X)*(q.X-b.X) >= 0 ||
+				a.X == b.X && b.X == q.X && (b.Y-a.Y)*(q.Y-b.Y) >= 0 {
+				out[n-1] = q // b lies on the segment a–q
+				continue
+			}
+		}
+		out = append(out, q)
 	}
 	return out
 }
@@ -83,7 +97,7 @@ const (
 // Band adds a confidence band between the step lines lo and hi (same x values) to p: a translucent fill in c and
 // both edges drawn as thin lines. It returns the fill, the legend's sample of the band.
 func Band(p *plot.Plot, lo, hi plotter.XYs, c color.RGBA) (*plotter.Polygon, error) {
-	if len(lo) == 0 || len(lo) != len(hi) {
+	if len(lo) == 0 || len(hi) == 0 {
 		return nil, fmt.Errorf("figure: band of %d and %d points", len(lo), len(hi))
 	}
 	poly := append(plotter.XYs{}, lo...)

@@ -3,11 +3,9 @@ package figure_test
 import (
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/imslab/quasipool/internal/testtier"
 )
 
 func TestFigure(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "figure")
+	testtier.RunSpecs(t, "figure")
 }

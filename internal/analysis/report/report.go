@@ -200,18 +200,12 @@ func Build(runDir string, opts ...Option) (*Summary, error) {
 	}
 
 	if sv := s.Survival; sv != nil {
-		svg, png, err := plotRestore(sv)
+		files, svg, err := writeRestoreFigure(runDir, sv)
 		if err != nil {
 			return nil, err
 		}
-		for _, f := range []struct {
-			file string
-			b    []byte
-		}{{filepath.Join(DirPlots, "restore.svg"), svg}, {filepath.Join(DirPlots, "restore.png"), png}} {
-			if err := os.WriteFile(filepath.Join(runDir, f.file), f.b, 0o644); err != nil {
-				return nil, fmt.Errorf("report: %w", err)
-			}
-			add(f.file)
+		for _, f := range files {
+			add(f)
 		}
 		plots = append(plots, namedSVG{file: filepath.Join(DirPlots, "restore.svg"),
 			title: "Affected users restored vs time since the fault", svg: string(svg)})

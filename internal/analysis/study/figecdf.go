@@ -180,89 +180,49 @@ func restoreECDFFigure(er *ExperimentResult, data []*schemeData, _ uint64) (figu
 // an affected user, INVITE → 180 (ringing) and INVITE → 200 (answered), in seconds, all runs pooled.
 type postDialDelay struct {
 	Ringing, Answered []float64
-	// Runs counts the runs whose summary has the post-dial delay.
-	Runs int
+	// Runs counts the runs whose summary has the post-dial delay; Thinned: some run's values were thinned.
+	Runs    int
+	Thinned bool
 }
 
-// add reads the post-dial delay of one run's summary (summary.json post_dial_delay), if it has it.
+// pddKeys are the keys of summary.json's post_dial_delay the figure reads (milliseconds, per call; the values
+// are evenly thinned in a run with very many calls).
+type pddKeys struct {
+	Ringing *pddValues `json:"invite_to_180_ms"`
+	Answer  *pddValues `json:"invite_to_200_ms"`
+}
+
+type pddValues struct {
+	Values  []float64 `json:"values"`
+	Thinned bool      `json:"thinned"`
+}
+
+// add reads the post-dial delay of one run's summary (summary.json post_dial_delay), if it has it. The summary is
+// read by its keys, so that a summary without them (an older imslab) is no error.
 func (p *postDialDelay) add(s *report.Summary) {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return
 	}
 	var k struct {
-		PDD json.RawMessage `json:"post_dial_delay"`
+		PDD *pddKeys `json:"post_dial_delay"`
 	}
-	if json.Unmarshal(b, &k) != nil || len(k.PDD) == 0 || string(k.PDD) == "null" {
-		return
-	}
-	ring, ans, ok := decodePostDialDelay(k.PDD)
-	if !ok {
+	if json.Unmarshal(b, &k) != nil || k.PDD == nil {
 		return
 	}
 	p.Runs++
-	p.Ringing, p.Answered = append(p.Ringing, ring...), append(p.Answered, ans...)
-}
-
-// decodePostDialDelay reads summary.json's post_dial_delay: an object whose members name INVITE → 180 ("180",
-// "ringing", "ring") and INVITE → 200 ("200", "answer"), each either a list of values or an object with one
-// ("values", "values_s", "values_ms", "samples"); a name ending in _ms holds milliseconds, else seconds. False when
-// neither is there.
-func decodePostDialDelay(raw json.RawMessage) (ringing, answered []float64, ok bool) {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(raw, &top) != nil {
-		return nil, nil, false
-	}
-	keys := make([]string, 0, len(top))
-	for k := range top {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		lk := strings.ToLower(k)
-		var dst *[]float64
-		switch {
-		case strings.Contains(lk, "180") || strings.Contains(lk, "ring"):
-			dst = &ringing
-		case strings.Contains(lk, "200") || strings.Contains(lk, "answer"):
-			dst = &answered
-		default:
+	for _, v := range []struct {
+		src *pddValues
+		dst *[]float64
+	}{{k.PDD.Ringing, &p.Ringing}, {k.PDD.Answer, &p.Answered}} {
+		if v.src == nil {
 			continue
 		}
-		if vals, found := valuesOf(top[k], strings.HasSuffix(lk, "_ms")); found && len(*dst) == 0 {
-			*dst, ok = vals, true
+		p.Thinned = p.Thinned || v.src.Thinned
+		for _, ms := range v.src.Values {
+			*v.dst = append(*v.dst, ms/1000)
 		}
 	}
-	return ringing, answered, ok
-}
-
-// valuesOf is a list of numbers, or the list an object holds under a values key, in seconds.
-func valuesOf(raw json.RawMessage, ms bool) ([]float64, bool) {
-	var list []float64
-	if json.Unmarshal(raw, &list) == nil {
-		return scale(list, ms), true
-	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
-		return nil, false
-	}
-	for _, k := range []string{"values_s", "values", "samples", "values_ms", "samples_ms"} {
-		if v, ok := obj[k]; ok && json.Unmarshal(v, &list) == nil {
-			return scale(list, ms || strings.HasSuffix(k, "_ms")), true
-		}
-	}
-	return nil, false
-}
-
-func scale(v []float64, ms bool) []float64 {
-	if !ms {
-		return v
-	}
-	out := make([]float64, len(v))
-	for i, x := range v {
-		out[i] = x / 1000
-	}
-	return out
 }
 
 // postDialDelayFigure: per scheme, the ECDF of the post-dial delay of the calls placed after the fault to or from
@@ -292,6 +252,12 @@ func postDialDelayFigure(er *ExperimentResult, data []*schemeData, _ uint64) (fi
 	caption := "Post-dial delay of the calls placed after the fault to or from an affected user: per call, the " +
 		"time from its INVITE to the 200 (solid) and to the 180 (dashed), every run of a scheme pooled " +
 		"(summary.json post_dial_delay). A call that failed has no delay and is not in the sample."
+	for _, d := range data {
+		if d.pdd.Thinned {
+			caption += " Runs with very many calls keep an evenly thinned sample of their values."
+			break
+		}
+	}
 	if dropped > 0 {
 		caption += fmt.Sprintf(" %d values of 0 s cannot be drawn on the log axis and are left out.", dropped)
 	}
