@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"reflect"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -24,9 +25,9 @@ type restoreCurves struct {
 	legacy bool
 }
 
-// curvesOf reads the survival section by its keys, so that a summary of an older or a newer imslab is drawn for
+// restoreCurvesOf reads the survival section by its keys, so that a summary of an older or a newer imslab is drawn for
 // what it has: setup_started and timed_at came with restoration timed at the answer; before them, service was
-// timed at the probe's start and service_answered at the answer.
+// timed at the probe's start and service_answered at the answer (read as such where the two differ).
 func restoreCurvesOf(sv *Survival) restoreCurves {
 	var k struct {
 		TimedAt         string   `json:"timed_at"`
@@ -36,7 +37,8 @@ func restoreCurvesOf(sv *Survival) restoreCurves {
 	if b, err := json.Marshal(sv); err == nil {
 		_ = json.Unmarshal(b, &k) // a key of another type reads as absent
 	}
-	if k.SetupStarted == nil && k.TimedAt == "" && k.ServiceAnswered != nil && k.ServiceAnswered.N > 0 {
+	if k.SetupStarted == nil && k.TimedAt == "" && k.ServiceAnswered != nil && k.ServiceAnswered.N > 0 &&
+		!reflect.DeepEqual(*k.ServiceAnswered, sv.Service) {
 		return restoreCurves{service: k.ServiceAnswered, setup: &sv.Service, legacy: true}
 	}
 	rc := restoreCurves{service: &sv.Service, mt: &sv.MT, mo: &sv.MO}

@@ -200,10 +200,13 @@ type pddValues struct {
 // add reads the post-dial delay of one run's summary (summary.json post_dial_delay), if it has it. The summary is
 // read by its keys, so that a summary without them (an older imslab) is no error.
 func (p *postDialDelay) add(s *report.Summary) {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return
+	if b, err := json.Marshal(s); err == nil {
+		p.addJSON(b)
 	}
+}
+
+// addJSON reads the post-dial delay of a summary.json's text.
+func (p *postDialDelay) addJSON(b []byte) {
 	var k struct {
 		PDD *pddKeys `json:"post_dial_delay"`
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 
 	"github.com/imslab/quasipool/internal/analysis/figure"
 	"github.com/imslab/quasipool/internal/analysis/report"
@@ -137,7 +138,8 @@ type runCurves struct {
 	legacy bool
 }
 
-// curvesOf reads a run's restoration times at the answer and at the setup's start.
+// curvesOf reads a run's restoration times at the answer and at the setup's start. An older summary (no timed_at)
+// whose answered curve differs from its service curve is read as one: the answered curve is the restoration.
 func curvesOf(s *report.Summary) runCurves {
 	sv := s.Survival
 	if sv == nil {
@@ -147,7 +149,8 @@ func curvesOf(s *report.Summary) runCurves {
 	if b, err := json.Marshal(sv); err == nil {
 		_ = json.Unmarshal(b, &k) // a field of another type is read as absent
 	}
-	if k.SetupStarted == nil && k.TimedAt == "" && k.ServiceAnswered != nil && k.ServiceAnswered.N > 0 {
+	if k.SetupStarted == nil && k.TimedAt == "" && k.ServiceAnswered != nil && k.ServiceAnswered.N > 0 &&
+		!reflect.DeepEqual(*k.ServiceAnswered, sv.Service) {
 		// An older summary: service (and users[].restore_s) at the probe's start, service_answered at the answer.
 		rc := runCurves{legacy: true, src: srcNone}
 		if u, ok := curveTimes(k.ServiceAnswered, sv.ObservedS); ok {

@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/imslab/quasipool/internal/analysis/figure"
 	"github.com/imslab/quasipool/internal/analysis/report"
 	"github.com/imslab/quasipool/internal/analysis/stats"
 	"github.com/imslab/quasipool/internal/analysis/study"
@@ -168,7 +169,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		Expect(hi).To(Equal([]float64{0, 0.5, 0.5}))
 	})
 
-	It("writes SVG and PNG figures with n in every legend, embeds them in study.md, and results.md holds study.json's numbers", func() {
+	It("writes every figure as a screen SVG with n in every legend and in print forms, embeds them in study.md, and results.md holds study.json's numbers", func() {
 		_, err := execute(false)
 		Expect(err).NotTo(HaveOccurred())
 		b, err := os.ReadFile(filepath.Join(out, study.FileJSON))
@@ -182,12 +183,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 				kinds[fig.Kind+fig.KPI] = true
 				Expect(fig.SVG).To(HavePrefix(study.DirFigures + "/"))
 				text := svgText(filepath.Join(out, fig.SVG))
-				fh, err := os.Open(filepath.Join(out, fig.PNG))
-				Expect(err).NotTo(HaveOccurred())
-				img, err := png.Decode(fh)
-				fh.Close()
-				Expect(err).NotTo(HaveOccurred(), fig.PNG)
-				Expect(img.Bounds().Dx()).To(Equal(1050), "7 in at 150 dpi")
+				checkPrintForms(out, fig)
 				for _, v := range e.Variants {
 					Expect(text).To(ContainSubstring(v.Variant), fig.SVG)
 					n := v.Runs
@@ -285,7 +281,10 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		Expect(res.Experiments[0].Variants[1].Pending).To(Equal(1))
 		Expect(res.Experiments[1].Variants[0].Pending).To(Equal(1))
 		Expect(res.Experiments[0].Figures).NotTo(BeEmpty())
-		Expect(filepath.Join(out, res.Experiments[0].Figures[0].PNG)).To(BeAnExistingFile())
+		Expect(res.Experiments[0].Figures[0].Print).To(HaveLen(6))
+		for _, f := range res.Experiments[0].Figures[0].Print {
+			Expect(filepath.Join(out, f)).To(BeAnExistingFile())
+		}
 		rmd, err := os.ReadFile(filepath.Join(out, study.FileResults))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(rmd)).To(ContainSubstring("6 of 8 planned runs with a report, 0 failed, 2 not run yet"))
@@ -328,6 +327,38 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		Expect(stats.Resamples).To(BeNumerically(">=", 1000))
 	})
 })
+
+// checkPrintForms checks a figure's print forms as a reader would: each at 3.5 in and 7 in, as a PDF, an SVG that
+// parses with no font under 8 pt, and a PNG at 300 dpi.
+func checkPrintForms(out string, fig study.Figure) {
+	GinkgoHelper()
+	Expect(fig.Print).To(HaveLen(6), fig.SVG)
+	base := strings.TrimSuffix(fig.SVG, ".svg")
+	for _, form := range []struct {
+		name string
+		in   float64
+	}{{"col", 3.5}, {"full", 7}} {
+		for _, ext := range []string{"pdf", "svg", "png"} {
+			name := base + "." + form.name + "." + ext
+			Expect(fig.Print).To(ContainElement(name))
+			b, err := os.ReadFile(filepath.Join(out, name))
+			Expect(err).NotTo(HaveOccurred())
+			switch ext {
+			case "pdf":
+				Expect(b).To(HavePrefix("%PDF-"), name)
+			case "svg":
+				in, err := figure.Inspect(b)
+				Expect(err).NotTo(HaveOccurred(), name)
+				Expect(in.W).To(BeNumerically("~", form.in*72, 0.01), name)
+				Expect(in.MinFontSize()).To(BeNumerically(">=", 8), name+": fonts of at least 8 pt at print size")
+			case "png":
+				img, err := png.Decode(bytes.NewReader(b))
+				Expect(err).NotTo(HaveOccurred(), name)
+				Expect(img.Bounds().Dx()).To(Equal(int(form.in*300)), name)
+			}
+		}
+	}
+}
 
 // rmd2section is the part of results.md under the experiment's heading.
 func rmd2section(md, exp string) string {

@@ -118,7 +118,10 @@ var _ = Describe("the quick study, for real", Label("e2e", "full"), func() {
 			for _, f := range e.Figures {
 				kinds[f.Kind] = true
 				Expect(filepath.Join(dir, f.SVG)).To(BeAnExistingFile())
-				Expect(filepath.Join(dir, f.PNG)).To(BeAnExistingFile())
+				Expect(f.Print).To(HaveLen(6), "3.5 in and 7 in, each as PDF, SVG and PNG")
+				for _, p := range f.Print {
+					Expect(filepath.Join(dir, p)).To(BeAnExistingFile())
+				}
 			}
 			Expect(kinds).To(HaveKey("restore"))
 			Expect(kinds).To(HaveKey("kpi"))

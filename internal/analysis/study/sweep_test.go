@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -328,12 +327,7 @@ experiments:
 					Expect(text).To(MatchRegexp(`n = 2 runs per value, \d+(–\d+)? users`))
 				}
 				Expect(text).To(ContainSubstring("0.5s"), "the values label the axis")
-				fh, err := os.Open(filepath.Join(out, fig.PNG))
-				Expect(err).NotTo(HaveOccurred())
-				img, err := png.Decode(fh)
-				fh.Close()
-				Expect(err).NotTo(HaveOccurred(), fig.PNG)
-				Expect(img.Bounds().Dx()).To(Equal(1050))
+				checkPrintForms(out, fig)
 			}
 			Expect(figs).To(Equal([]string{"figures/pi-sweep-restored-at-bound.svg", "figures/pi-sweep-restored-at-end.svg",
 				"figures/pi-sweep-restore-median-s.svg", "figures/pi-sweep-restore-answered-median-s.svg",
@@ -347,7 +341,7 @@ experiments:
 			Expect(string(md)).To(ContainSubstring("## Sweep pi: probing.interval"))
 			Expect(string(rmd)).To(ContainSubstring("#### Sweep pi: probing.interval"))
 			Expect(string(md)).To(ContainSubstring("![time_to_detect_s vs probing.interval](figures/pi-sweep-time-to-detect-s.svg)"))
-			Expect(string(rmd)).To(ContainSubstring("[PNG](figures/pi-sweep-time-to-detect-s.png)"))
+			Expect(string(rmd)).To(ContainSubstring("- time_to_detect_s vs probing.interval: [SVG](figures/pi-sweep-time-to-detect-s.svg)"))
 			byName := map[string]study.ExperimentResult{}
 			for _, e := range res.Experiments {
 				byName[e.Name] = e
