@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -116,7 +117,16 @@ func (in Inspection) MinFontSize() float64 {
 // Text is every text of the figure, one per line.
 func (in Inspection) Text() string { return strings.Join(in.Texts, "\n") }
 
-// VerticalLines are the x positions of the figure's vertical straight lines drawn in colour c (SVG's #rrggbb)
+// minMark is the least height of a vertical line VerticalLines counts: a legend's sample of it is a line's height.
+const minMark = 24
+
+func parse(v string) float64 {
+	f, _ := strconv.ParseFloat(v, 64)
+	return f
+}
+
+// VerticalLines are the x positions of the figure's vertical straight lines (taller than a legend's sample) drawn
+// in colour c (SVG's #rrggbb)
 // with dashes (as SVG's stroke-dasharray writes them, e.g. "1.5,2"; "" for a solid line).
 func (in Inspection) VerticalLines(c, dashes string) []float64 {
 	var xs []float64
@@ -129,8 +139,11 @@ func (in Inspection) VerticalLines(c, dashes string) []float64 {
 			continue
 		}
 		m := lineRE.FindStringSubmatch(p.D)
-		if m == nil || m[1] != m[3] || m[2] == m[4] {
+		if m == nil || m[1] != m[3] {
 			continue
+		}
+		if y0, y1 := parse(m[2]), parse(m[4]); math.Abs(y1-y0) < minMark {
+			continue // a legend's sample of the line, not the mark
 		}
 		x, _ := strconv.ParseFloat(m[1], 64)
 		xs = append(xs, x)
