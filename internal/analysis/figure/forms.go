@@ -261,7 +261,7 @@ func Render(g *Fig, format string) ([]byte, error) {
 	case "svg":
 		c = vgsvg.New(s.W, s.H)
 	case "pdf":
-		c = vgpdf.New(s.W, s.H)
+		c = pdfCanvas{vgpdf.New(s.W, s.H)}
 	case "png":
 		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(s.W, s.H), vgimg.UseDPI(s.DPI))}
 	default:
@@ -291,12 +291,24 @@ func FileName(base string, f Form, format string) string {
 	return base + "." + f.Name + "." + format
 }
 
+// IsPrintForm reports whether a file name is a figure's print form (<base>.col.<format>, <base>.full.<format>).
+func IsPrintForm(name string) bool {
+	for _, f := range PrintForms {
+		for _, format := range PrintFormats {
+			if strings.HasSuffix(name, "."+f.Name+"."+format) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Written are the files of a figure, relative to the directory they were written in.
 type Written struct {
 	// Screen is the screen form's SVG; Print every print form's files (column then full width; PDF, SVG, PNG).
 	Screen string
 	Print  []string
-	// Screen is the screen form's figure (its legend's labels, for one).
+	// Fig is the screen form's figure (its legend's labels, for one).
 	Fig *Fig
 }
 

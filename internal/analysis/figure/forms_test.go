@@ -2,9 +2,12 @@ package figure_test
 
 import (
 	"bytes"
+	"compress/zlib"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -148,3 +151,30 @@ var _ = Describe("a figure in its forms", Label("unit"), func() {
 			{X: 30, Y: 1}}))
 	})
 })
+
+var _ = Describe("a figure's PDF", Label("unit"), func() {
+	It("writes its text in the fonts' encoding: an en dash as such, an arrow spelled out", func() {
+		g := figure.NewFig(figure.ColumnForm, "", "x", "y")
+		g.Add("INVITE→200 n = 3–5 runs ≥ 1 µs", figure.LineThumb(figure.Dark, vg.Points(1), nil))
+		b, err := figure.Render(g, "pdf")
+		Expect(err).NotTo(HaveOccurred())
+		text := pdfStreams(b)
+		Expect(text).To(ContainSubstring("INVITE->200 n = 3\x965 runs >= 1 \xb5s"), "Windows-1252, as the PDF declares")
+		Expect(text).NotTo(ContainSubstring("→"))
+	})
+})
+
+// pdfStreams is every stream of a PDF, inflated where it is compressed.
+func pdfStreams(pdf []byte) string {
+	var out strings.Builder
+	re := regexp.MustCompile(`(?s)stream\r?\n(.*?)\r?\nendstream`)
+	for _, m := range re.FindAllSubmatch(pdf, -1) {
+		if z, err := zlib.NewReader(bytes.NewReader(m[1])); err == nil {
+			b, _ := io.ReadAll(z)
+			out.Write(b)
+			continue
+		}
+		out.Write(m[1])
+	}
+	return out.String()
+}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/imslab/quasipool/internal/analysis/figure"
 	"github.com/imslab/quasipool/internal/analysis/study"
 )
 
@@ -150,7 +151,7 @@ var studyPlots = []string{"ladder_mo.svg", "ladder_mo.png", "ladder_mt.svg", "la
 	"timeline.png", "restore.svg", "restore.png"}
 
 // PublishStudy copies what a study produced (src: its out directory) into dst, a directory that can be
-// committed: study.json, study.md and results.md, figures/ (unless noPlots), and for every finished run the
+// committed: study.json, study.md and results.md, figures/ (unless noPlots; the screen forms, not the print forms), and for every finished run the
 // files its results come from (study-run.json, study-env.json, summary.json, expectations.json, users.csv,
 // scenario.json), not the traces, logs and events; repetition 1 of every experiment and scheme also keeps its
 // ladders, timeline and restoration curve (unless noPlots). The copy is a resumable study directory. It returns
@@ -221,8 +222,21 @@ func PublishStudy(src, dst string, noPlots bool) (int, int64, error) {
 		if err := os.RemoveAll(filepath.Join(dst, study.DirFigures)); err != nil {
 			return n, 0, err
 		}
-		if err := os.CopyFS(filepath.Join(dst, study.DirFigures), os.DirFS(figs)); err != nil {
+		// The screen SVGs only: the print forms are drawn again by `imslab results <study>`.
+		entries, err := os.ReadDir(figs)
+		if err != nil {
 			return n, 0, err
+		}
+		if err := os.MkdirAll(filepath.Join(dst, study.DirFigures), 0o755); err != nil {
+			return n, 0, err
+		}
+		for _, e := range entries {
+			if e.IsDir() || figure.IsPrintForm(e.Name()) {
+				continue
+			}
+			if err := copyFile(filepath.Join(figs, e.Name()), filepath.Join(dst, study.DirFigures, e.Name())); err != nil {
+				return n, 0, err
+			}
 		}
 	}
 	size, err := dirSize(dst)

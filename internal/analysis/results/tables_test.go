@@ -146,6 +146,9 @@ var _ = Describe("publishing", Label("unit"), func() {
 		src, dst := GinkgoT().TempDir(), filepath.Join(GinkgoT().TempDir(), "pub")
 		write(filepath.Join(src, "study.json"), `{"study": "s"}`)
 		write(filepath.Join(src, "figures", "a.svg"), "<svg/>")
+		for _, f := range []string{"a.col.pdf", "a.col.svg", "a.col.png", "a.full.pdf", "a.full.svg", "a.full.png"} {
+			write(filepath.Join(src, "figures", f), "x")
+		}
 		for _, rep := range []string{"rep1", "rep2", "rep3"} {
 			run := filepath.Join(src, "kill", "quasi-pool", rep)
 			write(filepath.Join(run, "study-run.json"), `{}`)
@@ -161,6 +164,8 @@ var _ = Describe("publishing", Label("unit"), func() {
 		Expect(n).To(Equal(2))
 		Expect(filepath.Join(dst, "study.json")).To(BeAnExistingFile())
 		Expect(filepath.Join(dst, "figures", "a.svg")).To(BeAnExistingFile())
+		Expect(filepath.Join(dst, "figures", "a.col.pdf")).NotTo(BeAnExistingFile(), "print forms are drawn again, not kept")
+		Expect(filepath.Join(dst, "figures", "a.full.png")).NotTo(BeAnExistingFile())
 		Expect(filepath.Join(dst, "kill", "quasi-pool", "rep1", "plots", "timeline.svg")).To(BeAnExistingFile())
 		Expect(filepath.Join(dst, "kill", "quasi-pool", "rep2", "summary.json")).To(BeAnExistingFile())
 		Expect(filepath.Join(dst, "kill", "quasi-pool", "rep2", "plots")).NotTo(BeAnExistingFile())
