@@ -232,11 +232,11 @@ func (g *Fig) Draw(c draw.Canvas) {
 	}
 	y := c.Min.Y + lh - gap/2
 	lineH := sty.Height("M")
+	// Every row starts at one left edge: the legend's widest part (its columns, or an entry on a row of its own)
+	// is centred.
+	left := c.Min.X + (c.Max.X-c.Min.X-max(gridW, wideW))/2
 	for _, r := range rows {
-		x := c.Min.X + (c.Max.X-c.Min.X-gridW)/2
-		if len(r.items) == 1 && g.wide(r.items[0], w) {
-			x = c.Min.X + (c.Max.X-c.Min.X-wideW)/2 // entries on rows of their own: aligned, the widest centred
-		}
+		x := left
 		for _, it := range r.items {
 			icon := &draw.Canvas{Canvas: c.Canvas, Rectangle: vg.Rectangle{
 				Min: vg.Point{X: x, Y: y - lineH}, Max: vg.Point{X: x + g.Form.ThumbWidth, Y: y}}}

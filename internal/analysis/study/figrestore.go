@@ -162,18 +162,24 @@ func restoreFigure(er *ExperimentResult, data []*schemeData, seed uint64) (figur
 			l.Color, l.Width = col, vg.Points(1.6)
 			p.Add(l)
 			thumbs = append(thumbs, l)
-			if c.bound > 0 {
-				if _, err := figure.VLine(p, c.bound, 0, 1.02, col, vg.Points(1.3), figure.BoundDash); err != nil {
-					return nil, err
-				}
-				hasBound = true
-			}
 			label := fmt.Sprintf("%s: n = %d runs, %d users (%d censored)%s", c.d.name, len(c.d.runs), c.km.N,
 				c.km.Censored, band)
 			if f.Narrow() {
 				label = fmt.Sprintf("%s (%d runs)", c.d.name, len(c.d.runs))
 			}
 			g.Add(label, thumbs...)
+		}
+		// The bounds over every curve, so that none hides one; every other one's dots shifted by half a period,
+		// so that two schemes with the same bound show both colours.
+		for i, c := range cs {
+			if c.bound > 0 {
+				l, err := figure.VLine(p, c.bound, 0, 1.02, c.d.colour, vg.Points(1.3), figure.BoundDash)
+				if err != nil {
+					return nil, err
+				}
+				l.DashOffs = vg.Length(i%2) * (figure.BoundDash[0] + figure.BoundDash[1]) / 2
+				hasBound = true
+			}
 		}
 		if hasSetup {
 			g.Add("setup started (probe placed)", figure.LineThumb(figure.Dark, vg.Points(1), figure.CurveDash))
