@@ -12,7 +12,9 @@ import (
 // (WinAnsi, Windows-1252): vgpdf hands the UTF-8 bytes over as they are, so "→" would print as "â†’".
 type pdfCanvas struct{ *vgpdf.Canvas }
 
-func (c pdfCanvas) FillString(f font.Face, pt vg.Point, s string) { c.Canvas.FillString(f, pt, winAnsi(s)) }
+func (c pdfCanvas) FillString(f font.Face, pt vg.Point, s string) {
+	c.Canvas.FillString(f, pt, winAnsi(s))
+}
 
 // winANSISpecial are the characters Windows-1252 has at 0x80–0x9f (elsewhere it is Latin-1).
 var winANSISpecial = map[rune]byte{'€': 0x80, '‚': 0x82, 'ƒ': 0x83, '„': 0x84, '…': 0x85, '†': 0x86, '‡': 0x87,
