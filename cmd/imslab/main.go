@@ -63,7 +63,8 @@ commands:
   claims [--base docs] <study.json>...   every claim of the published studies in the order of the paper, with
         its verdict and the numbers behind it, as one markdown table (docs/results.md's first table)
   results [all | <study> [dir] | storms | claims]   regenerate docs/results.md's generated sections (and the
-        published studies' study.json, study.md, results.md, figures/) from the committed runs (make results)
+        published studies' study.json, study.md, results.md, figures/; for one <study> also every figure at 3.5 in
+        and 7 in as PDF, SVG and PNG) from the committed runs (make results)
   table storms|issue11|issue11-net|mutual|kpi-regression|overload|late-users|health-timeouts   a table of the
         documents from the committed runs' summary.json (imslab table -h)
   publish run|study   copy a run or a study into a directory that can be committed (imslab publish -h)

@@ -22,7 +22,9 @@ func runResults(args []string, out, errOut io.Writer) int {
 			"Regenerates docs/results.md's generated sections from the committed runs; nothing is run.\n"+
 			"  all              every published study (docs/results/study-<name>), the storms, then the claims (default)\n"+
 			"  <study> [dir]    studies/<study>.yaml: its study.json, study.md, results.md and figures/ rewritten from\n"+
-			"                   its runs in dir (default docs/results/study-<study>), and its section of docs/results.md\n"+
+			"                   its runs in dir (default docs/results/study-<study>), and its section of docs/results.md;\n"+
+			"                   figures/ gets every figure's print forms too (<name>.col|full.pdf|svg|png: 3.5 in and\n"+
+			"                   7 in), which docs/results/.gitignore keeps out of the repository (all: screen SVGs only)\n"+
 			"  storms           issue 13's 100k storm table (docs/results/issue13/storm-100k-*)\n"+
 			"  claims           the overview of every claim, from the studies' study.json\n\nflags:\n")
 		fs.PrintDefaults()
@@ -67,6 +69,7 @@ func runResults(args []string, out, errOut io.Writer) int {
 	case "claims":
 		err = results.Claims(c)
 	default:
+		c.PrintForms = true // one study, on demand: its figures for a paper too
 		err = results.Study(context.Background(), c, what, fs.Arg(1))
 	}
 	if err != nil {

@@ -36,6 +36,9 @@ type Config struct {
 	Out io.Writer
 	// Provenance is recorded in each study's regenerated study.json and study.md.
 	Provenance study.Provenance
+	// PrintForms also draws every study figure's print forms (3.5 in and 7 in, as PDF, SVG and PNG) into the
+	// study's figures/; without it only the screen SVGs a committed study keeps are redrawn.
+	PrintForms bool
 }
 
 func (c Config) out() io.Writer {
@@ -98,7 +101,7 @@ func Study(ctx context.Context, c Config, name, dir string) error {
 		return fmt.Errorf("results: %s: %w", file, err)
 	}
 	res, err := study.Execute(ctx, study.Config{Plan: plan, File: c.path(file), OutDir: c.path(dir), Out: io.Discard,
-		ResultsOnly: true, Provenance: c.Provenance})
+		ResultsOnly: true, Provenance: c.Provenance, NoPrintForms: !c.PrintForms})
 	if err != nil && !errors.Is(err, study.ErrPending) {
 		return fmt.Errorf("results: study %s: %w", name, err)
 	}

@@ -15,5 +15,5 @@ func PostDialDelayFigure(dir, exp string, schemes []string, summaries [][][]byte
 	if err != nil || b == nil {
 		return fig, false, err
 	}
-	return fig, true, save(b, dir, &fig)
+	return fig, true, save(b, dir, &fig, true)
 }

@@ -122,6 +122,26 @@ var _ = Describe("study figures for a paper", Label("unit"), func() {
 		}
 	})
 
+	It("draws the screen forms alone when asked (the committed studies keep those), and says where the print forms come from", func() {
+		res, err := study.Execute(context.Background(), study.Config{Plan: planOf(twoExperiments(), false), File: "s.yaml",
+			OutDir: out, Run: f.run, Out: GinkgoWriter, NoPrintForms: true,
+			Provenance: study.Collect("", []string{"imslab", "study"})})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Experiments[0].Figures).NotTo(BeEmpty())
+		for _, fig := range res.Experiments[0].Figures {
+			Expect(fig.Print).To(BeEmpty())
+			Expect(filepath.Join(out, fig.SVG)).To(BeAnExistingFile())
+		}
+		files, err := filepath.Glob(filepath.Join(out, study.DirFigures, "*"))
+		Expect(err).NotTo(HaveOccurred())
+		for _, f := range files {
+			Expect(figure.IsPrintForm(filepath.Base(f))).To(BeFalse(), f)
+		}
+		md, err := os.ReadFile(filepath.Join(out, study.FileMarkdown))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(md)).To(ContainSubstring("`imslab results <study>` draws the print forms again"))
+	})
+
 	It("draws an older summary's answered curve with its probe-start curve dashed as setup started", func() {
 		f.sum = func(sc *scenario.Scenario, seed int64, dir string) *report.Summary {
 			return olderSummary(richSummary(sc, seed, dir))

@@ -100,12 +100,10 @@ func figuresMarkdown(b *bytes.Buffer, e ExperimentResult) {
 		return
 	}
 	fmt.Fprintf(b, "### Figures of %s\n\n", e.Name)
-	printed := false
 	for _, f := range e.Figures {
 		fmt.Fprintf(b, "![%s](%s)\n\n**%s** ([SVG](%s)). %s\n\n", f.Title, f.SVG, f.Title, f.SVG, f.Caption)
-		printed = printed || len(f.Print) > 0
 	}
-	if printed {
+	if len(e.Figures) > 0 {
 		fmt.Fprintf(b, "%s\n\n", printNote)
 	}
 	for _, n := range e.FigureNotes {

@@ -62,6 +62,9 @@ type Config struct {
 	ResultsOnly bool
 	// NoFigures leaves the figures out (callers that need only the tables: the race detector makes drawing slow).
 	NoFigures bool
+	// NoPrintForms draws each figure's screen form only, not its print forms (3.5 in and 7 in as PDF, SVG and
+	// PNG): regenerating the committed studies, which keep their screen SVGs.
+	NoPrintForms bool
 }
 
 // runRecord is study-run.json.
@@ -420,7 +423,7 @@ func writeOutputs(cfg Config, prov Provenance, results []RunResult, runErr error
 		for i := range res.Sweeps {
 			res.Sweeps[i].Figures = nil
 		}
-	} else if err := WriteFigures(cfg.OutDir, res, results); err != nil {
+	} else if err := WriteFigures(cfg.OutDir, res, results, !cfg.NoPrintForms); err != nil {
 		return res, errors.Join(runErr, err)
 	}
 	if err := WriteOutputs(cfg.OutDir, res); err != nil {

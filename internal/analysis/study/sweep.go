@@ -415,7 +415,7 @@ func sweepMarkdown(b *bytes.Buffer, s SweepResult, level string) {
 			fmt.Fprintf(b, "- %s: [SVG](%s)\n", f.Title, f.SVG)
 		}
 	}
-	if level == "##" && len(s.Figures) > 0 && len(s.Figures[0].Print) > 0 {
+	if level == "##" && len(s.Figures) > 0 {
 		fmt.Fprintf(b, "%s\n\n", printNote)
 	}
 	if level != "##" && len(s.Figures) > 0 {
@@ -432,7 +432,7 @@ func upperFirst(s string) string {
 
 // writeSweepFigures draws every sweep's figures into <dir>/figures/: one per KPI, the estimate against the
 // parameter, a line per scheme with its 95 % CI as error bars.
-func writeSweepFigures(dir string, r *Result) error {
+func writeSweepFigures(dir string, r *Result, print bool) error {
 	for i := range r.Sweeps {
 		s := &r.Sweeps[i]
 		s.Figures = nil
@@ -441,7 +441,7 @@ func writeSweepFigures(dir string, r *Result) error {
 			if b == nil {
 				continue
 			}
-			if err := save(b, dir, &fig); err != nil {
+			if err := save(b, dir, &fig, print); err != nil {
 				return err
 			}
 			s.Figures = append(s.Figures, fig)
