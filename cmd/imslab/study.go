@@ -98,7 +98,7 @@ func runStudy(args []string, out, errOut io.Writer) int {
 	if *resultsOnly {
 		fmt.Fprintf(out, "study %s: results only, from the finished runs in %s\n", plan.Name, dir)
 		res, err := study.Execute(context.Background(), study.Config{Plan: plan, File: file, OutDir: dir, Out: out,
-			ResultsOnly: true, Provenance: study.Collect(repoDir, os.Args)})
+			ResultsOnly: true, PrintForms: true, Provenance: study.Collect(repoDir, os.Args)})
 		if res != nil {
 			fmt.Fprintf(out, "\nstudy %s: %d of %d runs done; wrote %s, %s, %s and %s/\n", res.Study, res.RunsDone,
 				res.RunsPlanned, filepath.Join(dir, study.FileJSON), filepath.Join(dir, study.FileMarkdown),
@@ -117,7 +117,7 @@ func runStudy(args []string, out, errOut io.Writer) int {
 	defer stop()
 	fmt.Fprintf(out, "study %s: %d experiments, %d runs, into %s\n", plan.Name, len(plan.Experiments), len(plan.Runs), dir)
 	res, err := study.Execute(ctx, study.Config{Plan: plan, File: file, OutDir: dir, Run: run, Out: out,
-		Provenance: study.Collect(repoDir, os.Args)})
+		PrintForms: true, Provenance: study.Collect(repoDir, os.Args)})
 	if res != nil {
 		fmt.Fprintf(out, "\nstudy %s: %d of %d runs with a report (%d found done), %d failed: %s\n", res.Study,
 			res.RunsDone, res.RunsPlanned, res.RunsSkipped, res.RunsFailed, filepath.Join(dir, study.FileMarkdown))

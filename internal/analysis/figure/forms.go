@@ -313,12 +313,12 @@ type Written struct {
 }
 
 // Write builds the figure in every form and writes it under dir as base.svg (the screen form) and
-// base.{col,full}.{pdf,svg,png} (base may hold a subdirectory). With print false only the screen form is written.
+// base.{col,full}.{pdf,svg,png} (base may hold a subdirectory). Without printForms only the screen form is written.
 // A builder that draws nothing writes nothing (a nil Fig).
-func Write(dir, base string, build Builder, print bool) (Written, error) {
+func Write(dir, base string, build Builder, printForms bool) (Written, error) {
 	var w Written
 	forms := []Form{Screen}
-	if print {
+	if printForms {
 		forms = append(forms, PrintForms...)
 	}
 	for _, f := range forms {

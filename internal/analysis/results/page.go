@@ -101,7 +101,7 @@ func Study(ctx context.Context, c Config, name, dir string) error {
 		return fmt.Errorf("results: %s: %w", file, err)
 	}
 	res, err := study.Execute(ctx, study.Config{Plan: plan, File: c.path(file), OutDir: c.path(dir), Out: io.Discard,
-		ResultsOnly: true, Provenance: c.Provenance, NoPrintForms: !c.PrintForms})
+		ResultsOnly: true, Provenance: c.Provenance, PrintForms: c.PrintForms})
 	if err != nil && !errors.Is(err, study.ErrPending) {
 		return fmt.Errorf("results: study %s: %w", name, err)
 	}

@@ -79,7 +79,8 @@ var _ = Describe("study figures for a paper", Label("unit"), func() {
 	})
 	execute := func() *study.Result {
 		res, err := study.Execute(context.Background(), study.Config{Plan: planOf(twoExperiments(), false), File: "s.yaml",
-			OutDir: out, Run: f.run, Out: GinkgoWriter, Provenance: study.Collect("", []string{"imslab", "study"})})
+			OutDir: out, Run: f.run, Out: GinkgoWriter, PrintForms: true,
+			Provenance: study.Collect("", []string{"imslab", "study"})})
 		Expect(err).NotTo(HaveOccurred())
 		return res
 	}
@@ -122,9 +123,9 @@ var _ = Describe("study figures for a paper", Label("unit"), func() {
 		}
 	})
 
-	It("draws the screen forms alone when asked (the committed studies keep those), and says where the print forms come from", func() {
+	It("draws the screen forms alone unless asked for the print forms (the committed studies keep those), and says where the print forms come from", func() {
 		res, err := study.Execute(context.Background(), study.Config{Plan: planOf(twoExperiments(), false), File: "s.yaml",
-			OutDir: out, Run: f.run, Out: GinkgoWriter, NoPrintForms: true,
+			OutDir: out, Run: f.run, Out: GinkgoWriter,
 			Provenance: study.Collect("", []string{"imslab", "study"})})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Experiments[0].Figures).NotTo(BeEmpty())

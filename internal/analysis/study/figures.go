@@ -252,9 +252,9 @@ func collect(er *ExperimentResult, results []RunResult) []*schemeData {
 type experimentFigure func(er *ExperimentResult, data []*schemeData, seed uint64) (figure.Builder, Figure, error)
 
 // WriteFigures draws every experiment's figures into <dir>/figures/ (replacing what was there) and lists them
-// in r's experiments: each in its screen form and, with print, its print forms. Experiments or schemes without the
+// in r's experiments: each in its screen form and, with printForms, its print forms. Experiments or schemes without the
 // data a figure needs leave it out (the figure's caption, or its absence from study.md, says so).
-func WriteFigures(dir string, r *Result, results []RunResult, print bool) error {
+func WriteFigures(dir string, r *Result, results []RunResult, printForms bool) error {
 	fdir := filepath.Join(dir, DirFigures)
 	if err := os.RemoveAll(fdir); err != nil {
 		return fmt.Errorf("study: figures: %w", err)
@@ -283,7 +283,7 @@ func WriteFigures(dir string, r *Result, results []RunResult, print bool) error 
 				}
 				continue
 			}
-			if err := save(b, dir, &fig, print); err != nil {
+			if err := save(b, dir, &fig, printForms); err != nil {
 				return err
 			}
 			er.Figures = append(er.Figures, fig)
@@ -297,7 +297,7 @@ func WriteFigures(dir string, r *Result, results []RunResult, print bool) error 
 			if b == nil {
 				continue
 			}
-			if err := save(b, dir, &fig, print); err != nil {
+			if err := save(b, dir, &fig, printForms); err != nil {
 				return err
 			}
 			er.Figures = append(er.Figures, fig)
@@ -313,13 +313,13 @@ func WriteFigures(dir string, r *Result, results []RunResult, print bool) error 
 			if b == nil {
 				continue
 			}
-			if err := save(b, dir, &fig, print); err != nil {
+			if err := save(b, dir, &fig, printForms); err != nil {
 				return err
 			}
 			er.Figures = append(er.Figures, fig)
 		}
 	}
-	return writeSweepFigures(dir, r, print)
+	return writeSweepFigures(dir, r, printForms)
 }
 
 // missingFigure says why restoreFigure, ecdfFigure and restoreECDFFigure drew nothing.
@@ -330,10 +330,10 @@ var missingFigure = []string{
 	"No ECDF of the time to restore: the runs have no per-user probe results.",
 }
 
-// save draws the figure in its screen form (figures/<fig.SVG>.svg) and, with print, its print forms
+// save draws the figure in its screen form (figures/<fig.SVG>.svg) and, with printForms, its print forms
 // (figures/<fig.SVG>.col.pdf … .full.png); fig.SVG holds the name on entry and the screen form's path on return.
-func save(b figure.Builder, dir string, fig *Figure, print bool) error {
-	w, err := figure.Write(dir, filepath.Join(DirFigures, fig.SVG), b, print)
+func save(b figure.Builder, dir string, fig *Figure, printForms bool) error {
+	w, err := figure.Write(dir, filepath.Join(DirFigures, fig.SVG), b, printForms)
 	if err != nil {
 		return fmt.Errorf("study: figure %s: %w", fig.SVG, err)
 	}

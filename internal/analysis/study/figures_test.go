@@ -101,13 +101,14 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		f   *fakeRunner
 		log *bytes.Buffer
 		p   *study.Plan
-		// noFigures: invocations that need no figures skip drawing (slow under the race detector).
-		noFigures bool
+		// noFigures: invocations that need no figures skip drawing (slow under the race detector); print: the
+		// figures' print forms too.
+		noFigures, printForms bool
 	)
 	BeforeEach(func() {
 		out = GinkgoT().TempDir()
 		log = &bytes.Buffer{}
-		noFigures = false
+		noFigures, printForms = false, false
 		// p/quasi-pool rep 2 has no per-user restoration times in its summary: the curve's points stand in.
 		f = &fakeRunner{sum: func(sc *scenario.Scenario, seed int64, dir string) *report.Summary {
 			s := richSummary(sc, seed, dir)
@@ -120,7 +121,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 	})
 	execute := func(resultsOnly bool) (*study.Result, error) {
 		cfg := study.Config{Plan: p, File: "s.yaml", OutDir: out, Run: f.run, Out: log, ResultsOnly: resultsOnly,
-			NoFigures: noFigures, Provenance: study.Collect("", []string{"imslab", "study", "s.yaml"})}
+			NoFigures: noFigures, PrintForms: printForms, Provenance: study.Collect("", []string{"imslab", "study", "s.yaml"})}
 		if resultsOnly {
 			cfg.Run = nil
 		}
@@ -170,6 +171,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 	})
 
 	It("writes every figure as a screen SVG with n in every legend and in print forms, embeds them in study.md, and results.md holds study.json's numbers", func() {
+		printForms = true
 		_, err := execute(false)
 		Expect(err).NotTo(HaveOccurred())
 		b, err := os.ReadFile(filepath.Join(out, study.FileJSON))
@@ -281,10 +283,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		Expect(res.Experiments[0].Variants[1].Pending).To(Equal(1))
 		Expect(res.Experiments[1].Variants[0].Pending).To(Equal(1))
 		Expect(res.Experiments[0].Figures).NotTo(BeEmpty())
-		Expect(res.Experiments[0].Figures[0].Print).To(HaveLen(6))
-		for _, f := range res.Experiments[0].Figures[0].Print {
-			Expect(filepath.Join(out, f)).To(BeAnExistingFile())
-		}
+		Expect(filepath.Join(out, res.Experiments[0].Figures[0].SVG)).To(BeAnExistingFile())
 		rmd, err := os.ReadFile(filepath.Join(out, study.FileResults))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(rmd)).To(ContainSubstring("6 of 8 planned runs with a report, 0 failed, 2 not run yet"))

@@ -62,9 +62,10 @@ type Config struct {
 	ResultsOnly bool
 	// NoFigures leaves the figures out (callers that need only the tables: the race detector makes drawing slow).
 	NoFigures bool
-	// NoPrintForms draws each figure's screen form only, not its print forms (3.5 in and 7 in as PDF, SVG and
-	// PNG): regenerating the committed studies, which keep their screen SVGs.
-	NoPrintForms bool
+	// PrintForms also draws every figure's print forms (3.5 in and 7 in, each as PDF, SVG and PNG) beside its
+	// screen SVG: `imslab study`, and `imslab results <study>` on demand. Without it (the committed studies
+	// regenerated, which keep their screen SVGs; specs that look at the tables) only the screen SVGs are drawn.
+	PrintForms bool
 }
 
 // runRecord is study-run.json.
@@ -423,7 +424,7 @@ func writeOutputs(cfg Config, prov Provenance, results []RunResult, runErr error
 		for i := range res.Sweeps {
 			res.Sweeps[i].Figures = nil
 		}
-	} else if err := WriteFigures(cfg.OutDir, res, results, !cfg.NoPrintForms); err != nil {
+	} else if err := WriteFigures(cfg.OutDir, res, results, cfg.PrintForms); err != nil {
 		return res, errors.Join(runErr, err)
 	}
 	if err := WriteOutputs(cfg.OutDir, res); err != nil {

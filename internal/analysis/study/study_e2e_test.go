@@ -55,7 +55,7 @@ var _ = Describe("the quick study, for real", Label("e2e", "full"), func() {
 			run := compare.LabRunner(scenario.RunConfig{BinDir: bin, Progress: 10 * time.Second, GracePeriod: 2 * time.Second},
 				scenario.WithOutput(&log),
 				scenario.WithLogger(slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-			cfg := study.Config{Plan: plan, File: "studies/quick.yaml", OutDir: dir, Run: run, Out: &log,
+			cfg := study.Config{Plan: plan, File: "studies/quick.yaml", OutDir: dir, Run: run, Out: &log, PrintForms: true,
 				Provenance: study.Collect(repo, []string{"imslab", "study", "studies/quick.yaml", "--quick"})}
 			began := time.Now()
 			_, err = study.Execute(ctx, cfg)

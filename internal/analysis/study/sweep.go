@@ -432,7 +432,7 @@ func upperFirst(s string) string {
 
 // writeSweepFigures draws every sweep's figures into <dir>/figures/: one per KPI, the estimate against the
 // parameter, a line per scheme with its 95 % CI as error bars.
-func writeSweepFigures(dir string, r *Result, print bool) error {
+func writeSweepFigures(dir string, r *Result, printForms bool) error {
 	for i := range r.Sweeps {
 		s := &r.Sweeps[i]
 		s.Figures = nil
@@ -441,7 +441,7 @@ func writeSweepFigures(dir string, r *Result, print bool) error {
 			if b == nil {
 				continue
 			}
-			if err := save(b, dir, &fig, print); err != nil {
+			if err := save(b, dir, &fig, printForms); err != nil {
 				return err
 			}
 			s.Figures = append(s.Figures, fig)

@@ -252,7 +252,8 @@ experiments:
 		})
 		execute := func(p *study.Plan, noFigures bool) (*study.Result, error) {
 			return study.Execute(context.Background(), study.Config{Plan: p, File: "s.yaml", OutDir: out, Run: f.run,
-				Out: &bytes.Buffer{}, NoFigures: noFigures, Provenance: study.Collect("", []string{"imslab", "study"})})
+				Out: &bytes.Buffer{}, NoFigures: noFigures, PrintForms: !noFigures,
+				Provenance: study.Collect("", []string{"imslab", "study"})})
 		}
 
 		It("runs every value on the same seeds, interleaved, and resumes: a new value runs only its own runs", func() {
