@@ -116,6 +116,17 @@ var _ = Describe("the run's restoration figure", Label("unit"), func() {
 		}
 	})
 
+	It("draws an empty survival (no probed user, no bound) without a curve and without an error", func() {
+		dir, files := write(&report.Survival{})
+		Expect(files).To(HaveLen(8))
+		b, err := os.ReadFile(filepath.Join(dir, "plots/restore.col.svg"))
+		Expect(err).NotTo(HaveOccurred())
+		in, err := figure.Inspect(b)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(in.Text()).NotTo(ContainSubstring("answered"))
+		Expect(in.Texts).To(ContainElements("0.01", "30"))
+	})
+
 	It("draws an older summary's answered curve, and its probe-start curve dashed as setup started", func() {
 		dir, _ := write(survivalOf(true))
 		b, err := os.ReadFile(filepath.Join(dir, "plots/restore.col.svg"))
