@@ -52,6 +52,7 @@ func richSummary(sc *scenario.Scenario, seed int64, _ string) *report.Summary {
 		s.Users = append(s.Users, u)
 	}
 	km := report.KaplanMeier(t, ev)
+	s.MemberLoad = memberLoad()
 	s.Survival = &report.Survival{IntervalS: 0.25, Users: n, ObservedS: 40, DetectedS: 1.6, BoundS: 1.85,
 		RestoredAtBound: km.At(1.85), MT: km, MO: km, Service: km, ServiceAnswered: km}
 	return s
@@ -198,6 +199,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 			Expect(kinds).To(HaveKey("restore"))
 			Expect(kinds).To(HaveKey("interruption_ecdf"))
 			Expect(kinds).To(HaveKey("restore_ecdf"))
+			Expect(kinds).To(HaveKey("survivor_load"))
 			Expect(e.FigureNotes).To(BeEmpty())
 			for _, k := range []string{"affected_users", "time_to_detect_s", "restored_at_bound"} {
 				Expect(kinds).To(HaveKey("kpi"+k), e.Name)
