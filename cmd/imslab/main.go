@@ -431,7 +431,7 @@ func rerender(args []string, out, errOut io.Writer) int {
 		results = scenario.Evaluate(sc.Expectations, m)
 		return results
 	}
-	opts := []report.Option{scenario.ReportChecks(eval)}
+	opts := []report.Option{scenario.ReportChecks(eval), report.WithPrintForms()}
 	if *pcap {
 		opts = append(opts, report.WithPcap())
 	}
@@ -464,7 +464,7 @@ func rerender(args []string, out, errOut io.Writer) int {
 // buildReport writes the run's report (internal/analysis/report), with the scenario's expectations, and returns its
 // summary's metrics.
 func buildReport(runDir string, eval scenario.Evaluator, keepRaw bool) (scenario.Metrics, error) {
-	opts := []report.Option{scenario.ReportChecks(eval)}
+	opts := []report.Option{scenario.ReportChecks(eval), report.WithPrintForms()}
 	if keepRaw {
 		opts = append(opts, report.KeepRaw())
 	}

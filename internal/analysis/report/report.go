@@ -44,9 +44,10 @@ type Check struct {
 type Option func(*options)
 
 type options struct {
-	checks  func(*Summary) []Check
-	keepRaw bool
-	pcap    bool
+	checks     func(*Summary) []Check
+	keepRaw    bool
+	pcap       bool
+	printForms bool
 }
 
 // KeepRaw keeps the nodes' own event files (events/) and trace segments (trace/) beside the merged events.jsonl
@@ -57,6 +58,10 @@ func KeepRaw() Option { return func(o *options) { o.keepRaw = true } }
 // WithPcap also writes trace.pcap: every message once (the receiver's copy dropped), as Ethernet frames, for tools
 // that prefer one capture point per message. It is derived from the trace, so it is not written by default.
 func WithPcap() Option { return func(o *options) { o.pcap = true } }
+
+// WithPrintForms also draws the restoration figure for a paper: plots/restore.{col,full}.{pdf,svg,png}, at 3.5 in
+// and 7 in (`imslab run` and `imslab report`; a study's runs leave them out, the study draws its own).
+func WithPrintForms() Option { return func(o *options) { o.printForms = true } }
 
 // WithChecks lists the run's expectations in report.md and report.html, evaluated by fn against the summary
 // before the report is written (`imslab run` and `imslab report` pass the scenario's).
@@ -200,7 +205,7 @@ func Build(runDir string, opts ...Option) (*Summary, error) {
 	}
 
 	if sv := s.Survival; sv != nil {
-		files, svg, err := writeRestoreFigure(runDir, sv)
+		files, svg, err := writeRestoreFigure(runDir, sv, o.printForms)
 		if err != nil {
 			return nil, err
 		}

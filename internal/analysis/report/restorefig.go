@@ -133,11 +133,11 @@ func addSteps(p *plot.Plot, xys plotter.XYs, c color.Color, w vg.Length, dashes 
 }
 
 // writeRestoreFigure writes the run's restoration figure into runDir/plots: restore.svg and restore.png (screen)
-// and the print forms restore.{col,full}.{pdf,svg,png}. It returns the files written (relative to runDir) and the
-// screen SVG.
-func writeRestoreFigure(runDir string, sv *Survival) (files []string, svg []byte, err error) {
+// and, with printForms, the print forms restore.{col,full}.{pdf,svg,png}. It returns the files written (relative
+// to runDir) and the screen SVG.
+func writeRestoreFigure(runDir string, sv *Survival, printForms bool) (files []string, svg []byte, err error) {
 	build := restoreFigure(sv)
-	w, err := figure.Write(runDir, filepath.Join(DirPlots, "restore"), build, true)
+	w, err := figure.Write(runDir, filepath.Join(DirPlots, "restore"), build, printForms)
 	if err != nil {
 		return nil, nil, fmt.Errorf("report: plot: %w", err)
 	}

@@ -43,7 +43,7 @@ var _ = Describe("the run's restoration figure", Label("unit"), func() {
 	write := func(sv *report.Survival) (string, []string) {
 		dir := GinkgoT().TempDir()
 		Expect(os.MkdirAll(filepath.Join(dir, report.DirPlots), 0o755)).To(Succeed())
-		files, svg, err := report.WriteRestoreFigure(dir, sv)
+		files, svg, err := report.WriteRestoreFigure(dir, sv, true)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(svg).NotTo(BeEmpty())
 		return dir, files
@@ -114,6 +114,15 @@ var _ = Describe("the run's restoration figure", Label("unit"), func() {
 			Expect(in.Text()).To(ContainSubstring("MT and MO answered, n = 8 (2 censored), 95 % band"))
 			Expect(in.Text()).NotTo(ContainSubstring("setup started"), "no setup-started curve in this summary")
 		}
+	})
+
+	It("is the screen SVG and PNG alone without the print forms (a study's runs)", func() {
+		dir := GinkgoT().TempDir()
+		Expect(os.MkdirAll(filepath.Join(dir, report.DirPlots), 0o755)).To(Succeed())
+		files, _, err := report.WriteRestoreFigure(dir, survivalOf(false), false)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(files).To(ConsistOf("plots/restore.svg", "plots/restore.png"))
+		Expect(filepath.Join(dir, "plots/restore.col.pdf")).NotTo(BeAnExistingFile())
 	})
 
 	It("draws an empty survival (no probed user, no bound) without a curve and without an error", func() {
