@@ -226,13 +226,16 @@ peers:
 		GinkgoWriter.Printf("Cx exchange (%d messages):\n%s\n", len(msgs), strings.Join(lines, "\n"))
 		Expect(silenceFrom.IsZero()).To(BeFalse(), "the silence did not run")
 		AddReportEntry("DWRs during the silence", strings.Join(dwrs(msgs, silenceFrom, silenceTo), "\n"))
-		Expect(checkCx(msgs, cxExpectations{
+		problems := checkCx(msgs, cxExpectations{
 			sarTypes:     []int{1, 1, 2, 5, 5}, // REGISTRATION ×2, RE_REGISTRATION, USER_DEREGISTRATION ×2
 			schemesSeen:  []string{"unknown", "SIP Digest"},
 			schemesNever: []string{"Digest-MD5"},
 			silenceFrom:  silenceFrom, silence: silenceTo,
-		})).To(BeEmpty(), "Cx exchange:\n%s", strings.Join(lines, "\n"))
-		Expect(refusals(hssEvents)).To(BeEmpty(), "the HSS's cx_refused events")
+		})
+		for _, r := range refusals(hssEvents) {
+			problems = append(problems, "the HSS refused: "+r)
+		}
+		Expect(problems).To(BeEmpty(), "Cx exchange:\n%s", strings.Join(lines, "\n"))
 	})
 })
 
