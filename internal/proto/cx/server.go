@@ -308,12 +308,17 @@ func (s *Server) dispatch(ctx context.Context, code uint32, m *diam.Message, x *
 }
 
 // handle decodes a Cx request, checks a MAR's or SAR's Server-Name against the peer (nil: no check) and calls
-// the handler.
+// the handler. An error answer echoes the request's identities (see echoIdentities).
 func (s *Server) handle(ctx context.Context, code uint32, m *diam.Message, x *Exchange, peer *Peer) (payload []*diam.AVP, res Result, errMsg string, failed []*diam.AVP) {
 	var (
 		out any
 		err error
 	)
+	defer func() {
+		if !res.IsSuccess() && len(payload) == 0 {
+			payload = echoIdentities(x)
+		}
+	}()
 	switch code {
 	case CmdUA:
 		q, rerr := decodeUAR(m)
@@ -385,6 +390,21 @@ func (s *Server) handle(ctx context.Context, code uint32, m *diam.Message, x *Ex
 		return nil, UnableToComply, "unable to comply", nil
 	}
 	return payload, res, "", nil
+}
+
+// echoIdentities is the payload of an error answer: the request's User-Name and its first Public-Identity, as
+// far as they could be decoded. TS 29.229 makes them optional, but clients read them before the result (Kamailio's
+// I-CSCF and S-CSCF report a missing User-Name as "private identity not found" instead of the real cause), and
+// they make a failure diagnosable in a capture.
+func echoIdentities(x *Exchange) []*diam.AVP {
+	var out []*diam.AVP
+	if x.UserName != "" {
+		out = append(out, m0(avpUserName, datatype.UTF8String(x.UserName)))
+	}
+	if x.PublicIdentity != "" {
+		out = append(out, mv(avpPublicIdentity, datatype.UTF8String(x.PublicIdentity)))
+	}
+	return out
 }
 
 // answer builds an answer in the AVP order of TS 29.229's ABNF. Cx results go in Experimental-Result and then
