@@ -331,6 +331,11 @@ func checkCx(msgs []diamMsg, want cxExpectations) []string {
 			bad("a MAR with SIP-Authentication-Scheme %q", s)
 		}
 	}
+	for _, e := range ex {
+		if e.Req.Cmd != cmdDW && e.Req.Cmd != cmdCE && !e.Req.At.Before(want.silenceFrom) && !e.Req.At.After(want.silence) {
+			bad("Cx traffic during the silence: %s", e.Req)
+		}
+	}
 	for st := range streams {
 		ok := false
 		for _, e := range ex {

@@ -66,14 +66,14 @@ var _ = Describe("The Cx capture checks", Label("unit"), func() {
 			ContainSubstring("connection 0: no DWR")))
 	})
 
-	It("reports a forbidden scheme, a missing one and a second LIR", func() {
+	It("reports a forbidden scheme, a missing one and a second LIR, which came during the silence", func() {
 		m := good()
 		m[6].Schemes = []string{"Digest-MD5"}
-		m = append(m, ex(3, 1, cmdLI, "icscf.ims.test", 2001)...)
+		m = append(m, ex(20, 1, cmdLI, "icscf.ims.test", 2001)...)
 		Expect(checkCx(m, want)).To(ConsistOf(
 			ContainSubstring(`no MAR with SIP-Authentication-Scheme "unknown"`),
 			ContainSubstring(`a MAR with SIP-Authentication-Scheme "Digest-MD5"`),
-			ContainSubstring("2 LIR")))
+			ContainSubstring("2 LIR"), ContainSubstring("Cx traffic during the silence: ")))
 	})
 
 	It("decodes every Diameter message of a frame that carries two", func() {
