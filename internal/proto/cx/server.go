@@ -65,9 +65,9 @@ type ServerConfig struct {
 	AllowAnyPeer bool
 	// CERTimeout closes a connection that sends no CER in time (default 5s).
 	CERTimeout time.Duration
-	// IdleTimeout closes a connection that sends nothing in time after its CER (default 30s; clients send a DWR
-	// every few seconds).
-	IdleTimeout time.Duration
+	// Watchdog is the device watchdog run on each connection after its CER (watchdog.go): a DWR after Tw of
+	// silence, the connection closed after MaxMissed unanswered ones.
+	Watchdog WatchdogConfig
 	// MaxConnections closes connections accepted beyond this many open ones (default 64).
 	MaxConnections int
 }
@@ -86,8 +86,11 @@ func (c *ServerConfig) Validate() error {
 	if c.RequestTimeout < 0 {
 		return errors.New("cx server: request_timeout: must not be negative")
 	}
-	if c.CERTimeout < 0 || c.IdleTimeout < 0 {
-		return errors.New("cx server: cer_timeout, idle_timeout: must not be negative")
+	if c.CERTimeout < 0 {
+		return errors.New("cx server: cer_timeout: must not be negative")
+	}
+	if err := c.Watchdog.Validate("cx server: watchdog"); err != nil {
+		return err
 	}
 	if c.MaxConnections < 0 {
 		return errors.New("cx server: max_connections: must not be negative")
@@ -114,9 +117,7 @@ func (c *ServerConfig) defaults() {
 	if c.CERTimeout == 0 {
 		c.CERTimeout = 5 * time.Second
 	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = 30 * time.Second
-	}
+	c.Watchdog = c.Watchdog.WithDefaults()
 	if c.MaxConnections == 0 {
 		c.MaxConnections = 64
 	}
