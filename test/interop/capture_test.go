@@ -371,8 +371,14 @@ func dwrs(msgs []diamMsg, from, to time.Time) []string {
 		if e.Ans != nil {
 			ans = fmt.Sprintf("DWA %d after %s", e.Ans.Result, e.Ans.At.Sub(e.Req.At).Round(time.Microsecond))
 		}
-		out = append(out, fmt.Sprintf("DWR from %s on connection %d at %.1f s into the silence, %s",
-			e.Req.OriginHost, e.Req.Stream, e.Req.At.Sub(from).Seconds(), ans))
+		idle := "no message before it"
+		for _, m := range msgs {
+			if m.Stream == e.Req.Stream && m.At.Before(e.Req.At) {
+				idle = fmt.Sprintf("%.1f s after the connection's previous message", e.Req.At.Sub(m.At).Seconds())
+			}
+		}
+		out = append(out, fmt.Sprintf("DWR from %s on connection %d at %.1f s into the silence (%s), %s",
+			e.Req.OriginHost, e.Req.Stream, e.Req.At.Sub(from).Seconds(), idle, ans))
 	}
 	return out
 }
