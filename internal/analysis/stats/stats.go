@@ -48,8 +48,8 @@ type Summary struct {
 	// the runs); DesignEffect the design effect the users were divided by.
 	NEff         *float64 `json:"n_eff,omitempty"`
 	DesignEffect *float64 `json:"design_effect,omitempty"`
-	Min      float64   `json:"min"`
-	Max      float64   `json:"max"`
+	Min          float64  `json:"min"`
+	Max          float64  `json:"max"`
 	// P95 is the empirical 95th percentile, given only from MinForP95 values.
 	P95 *float64 `json:"p95,omitempty"`
 	// PerRun is each run's own mean (its single value for a per-run metric), in run order; nil (JSON null) for a
