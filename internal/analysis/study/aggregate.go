@@ -470,7 +470,7 @@ func aggregateVariant(e PlannedExperiment, v string, runs []RunResult, base map[
 				vals[i] = *x
 			}
 		}
-		st, err := stats.PerRun(vals, boot)
+		st, err := summarise(name, unit, vals, sums, boot)
 		if errors.Is(err, stats.ErrNoValues) {
 			return nil
 		}
