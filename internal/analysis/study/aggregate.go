@@ -31,6 +31,10 @@ type Result struct {
 	RunsDone    int                `json:"runs_done"`
 	RunsSkipped int                `json:"runs_skipped"`
 	RunsFailed  int                `json:"runs_failed"`
+	// RunsInvalid are the runs left out as invalid by their health record, RunsHealthUnknown those aggregated
+	// without one (VariantResult).
+	RunsInvalid       int `json:"runs_invalid"`
+	RunsHealthUnknown int `json:"runs_health_unknown"`
 	Provenance  Provenance         `json:"provenance"`
 	Experiments []ExperimentResult `json:"experiments"`
 	// Sweeps are the study's sweeps: their experiments' headline KPIs per value and scheme.
@@ -72,6 +76,15 @@ type VariantResult struct {
 	RunDirs  []string  `json:"run_dirs"`
 	ElapsedS []float64 `json:"elapsed_s"`
 	Errors   []string  `json:"errors,omitempty"`
+	// Invalid counts the runs left out because their health record declares them invalid (summary.json
+	// health.valid false: a node stalled, the machine's load exceeded its CPUs, another lab ran), InvalidRuns
+	// names them with the reasons; SetAside are invalid runs the runner set aside and ran again
+	// (<dir>.invalid-<k>); HealthUnknown are the runs aggregated without a health record (made before it
+	// existed), which nothing shows were quiet.
+	Invalid       int      `json:"invalid"`
+	InvalidRuns   []string `json:"invalid_runs,omitempty"`
+	SetAside      []string `json:"set_aside,omitempty"`
+	HealthUnknown []string `json:"health_unknown,omitempty"`
 	// Metrics are the KPIs over the runs (compare's repetition KPIs, then the survival ones).
 	Metrics []compare.RepeatMetric `json:"metrics"`
 }
@@ -382,6 +395,9 @@ func faultedPool(s *report.Summary) *report.PoolLoad {
 func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Result, error) {
 	res := &Result{Study: p.Name, Description: p.Description, File: file, Quick: p.Quick, RunsPlanned: len(p.Runs),
 		Provenance: prov, Experiments: []ExperimentResult{}}
+	if err := checkBuilds(p, &res.Provenance, results); err != nil {
+		return nil, err
+	}
 	type key struct{ exp, variant string }
 	byKey := map[key][]RunResult{}
 	for _, r := range results {
@@ -408,7 +424,7 @@ func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Res
 		}
 		base := map[int64]*report.Summary{}
 		for _, r := range byKey[key{e.Name, BaselineScheme}] {
-			if r.Summary != nil && r.Err == nil {
+			if r.Summary != nil && r.Err == nil && (r.Summary.Health == nil || r.Summary.Health.Valid) {
 				base[r.Seed] = r.Summary
 			}
 		}
@@ -422,11 +438,13 @@ func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Res
 				return nil, fmt.Errorf("study: %s/%s: %w", e.Name, v, err)
 			}
 			er.Variants = append(er.Variants, vr)
+			res.RunsInvalid += vr.Invalid
+			res.RunsHealthUnknown += len(vr.HealthUnknown)
 		}
 		res.Experiments = append(res.Experiments, er)
 	}
 	aggregateSweeps(res)
-	res.Claims = evalClaims(p.Claims, res)
+	res.Claims = evalClaims(p.Claims, res, p.NRaised)
 	return res, nil
 }
 
@@ -438,11 +456,20 @@ func aggregateVariant(e PlannedExperiment, v string, runs []RunResult, base map[
 	var reps []compare.RepeatRun
 	var sums []*report.Summary
 	for _, r := range runs {
+		vr.SetAside = append(vr.SetAside, r.SetAside...)
 		if r.Summary == nil || r.Err != nil {
 			vr.Failed++
 			if r.Err != nil {
 				vr.Errors = append(vr.Errors, fmt.Sprintf("rep %d (seed %d): %v", r.Rep, r.Seed, r.Err))
 			}
+			continue
+		}
+		switch h := r.Summary.Health; {
+		case h == nil:
+			vr.HealthUnknown = append(vr.HealthUnknown, r.Dir)
+		case !h.Valid:
+			vr.Invalid++
+			vr.InvalidRuns = append(vr.InvalidRuns, fmt.Sprintf("%s: %s", r.Dir, strings.Join(h.Reasons, "; ")))
 			continue
 		}
 		vr.Runs++
