@@ -27,16 +27,16 @@ type Result struct {
 	Quick       bool   `json:"quick"`
 	// RunsPlanned, RunsDone (with a report, run now or found done), RunsSkipped (found done) and RunsFailed
 	// count the plan's runs so far.
-	RunsPlanned int                `json:"runs_planned"`
-	RunsDone    int                `json:"runs_done"`
-	RunsSkipped int                `json:"runs_skipped"`
-	RunsFailed  int                `json:"runs_failed"`
+	RunsPlanned int `json:"runs_planned"`
+	RunsDone    int `json:"runs_done"`
+	RunsSkipped int `json:"runs_skipped"`
+	RunsFailed  int `json:"runs_failed"`
 	// RunsInvalid are the runs left out as invalid by their health record, RunsHealthUnknown those aggregated
 	// without one (VariantResult).
-	RunsInvalid       int `json:"runs_invalid"`
-	RunsHealthUnknown int `json:"runs_health_unknown"`
-	Provenance  Provenance         `json:"provenance"`
-	Experiments []ExperimentResult `json:"experiments"`
+	RunsInvalid       int                `json:"runs_invalid"`
+	RunsHealthUnknown int                `json:"runs_health_unknown"`
+	Provenance        Provenance         `json:"provenance"`
+	Experiments       []ExperimentResult `json:"experiments"`
 	// Sweeps are the study's sweeps: their experiments' headline KPIs per value and scheme.
 	Sweeps []SweepResult `json:"sweeps,omitempty"`
 	// Claims are the study file's claims with their verdicts (claims.go).
