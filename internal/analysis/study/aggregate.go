@@ -614,10 +614,9 @@ func Markdown(r *Result) string {
 	fmt.Fprintf(&b, "Written by `imslab study` from the study file `%s` (docs/study.md). Runs: %d planned, %d with a "+
 		"report (%d found done and not run again), %d failed.\n\n", r.File, r.RunsPlanned, r.RunsDone, r.RunsSkipped,
 		r.RunsFailed)
-	b.WriteString("Each cell is mean [95 % CI] over the runs, then median, min–max and, from 20 values on, p95. The " +
-		"CI is a percentile bootstrap that resamples whole runs (the users of one run are not independent; " +
-		"docs/compare.md, \"Repetitions\"); with fewer than about 10 runs it is rough, with one run absent. " +
-		"*runs* is n (runs with a report), *users* the affected users over those runs.\n\n")
+	b.WriteString("Each cell is mean [95 % CI] over the runs, then median, min–max and, from 20 values on, p95. " +
+		ciText + " *runs* is n (valid runs with a report), *users* the affected users over those runs.\n\n")
+	healthMarkdown(&b, r)
 	for _, e := range r.Experiments {
 		fmt.Fprintf(&b, "## %s\n\nScenario `%s` (%s), %d runs per scheme from seed %d (seeds %d…%d). Setup: %s.\n\n",
 			e.Name, e.Scenario, e.ScenarioFile, e.Repeat, e.Seed, e.Seed, e.Seed+int64(e.Repeat)-1, setupLine(e.Setup))

@@ -1,6 +1,8 @@
 package study
 
 import (
+	"bytes"
+	"fmt"
 	"math"
 	"strings"
 
@@ -49,4 +51,55 @@ func summarise(name, unit string, vals []float64, sums []*report.Summary, seed u
 		users = append(users, u)
 	}
 	return stats.Share(vals, users, seed)
+}
+
+// ciText says in study.md and results.md how each interval is made.
+const ciText = "The interval of a mean is Student's t over the runs, of a per-user mean the cluster-robust t with the runs as clusters (the users of one run are not independent), of a share Clopper–Pearson on an effective n (a restoration share's probed users over the design effect between runs, other shares' runs), of a median a percentile bootstrap over runs (docs/compare.md, \"Repetitions\"); with one run there is none."
+
+// intervalOf names the interval a KPI's estimate has (figure captions).
+func intervalOf(estimate, name, unit, per string) string {
+	switch {
+	case estimate == "median":
+		return stats.MedianMethod
+	case isShare(name, unit) && per == "run":
+		if strings.HasPrefix(name, "restored_at_") && !strings.HasPrefix(name, "restored_at_end_fault") ||
+			name == "mt_restored_at_bound" || name == "mo_restored_at_bound" {
+			return stats.MethodSharesUsers
+		}
+		return stats.MethodSharesRuns
+	case per == "user":
+		return stats.MethodClusterT
+	}
+	return "Student's " + stats.MethodT
+}
+
+// healthMarkdown says which runs were left out as invalid by their health record, set aside and run again, or
+// aggregated without one.
+func healthMarkdown(b *bytes.Buffer, r *Result) {
+	var invalid, aside, unknown []string
+	for _, e := range r.Experiments {
+		for _, v := range e.Variants {
+			invalid = append(invalid, v.InvalidRuns...)
+			aside = append(aside, v.SetAside...)
+			unknown = append(unknown, v.HealthUnknown...)
+		}
+	}
+	if len(invalid)+len(aside)+len(unknown) == 0 {
+		if r.RunsDone > 0 {
+			b.WriteString("Run health: every run is valid by its own health record (docs/report.md, \"Run health\").\n\n")
+		}
+		return
+	}
+	if len(invalid) > 0 {
+		fmt.Fprintf(b, "Run health: **%d invalid runs left out** of the aggregate (docs/report.md, \"Run health\"): %s.\n\n",
+			len(invalid), strings.Join(invalid, "; "))
+	}
+	if len(aside) > 0 {
+		fmt.Fprintf(b, "Run health: %d invalid runs set aside and their seeds run again: %s.\n\n", len(aside),
+			listRuns(aside))
+	}
+	if len(unknown) > 0 {
+		fmt.Fprintf(b, "Run health unknown for %d runs (made before runs recorded their health; nothing shows the "+
+			"machine was quiet): %s.\n\n", len(unknown), listRuns(unknown))
+	}
 }
