@@ -33,7 +33,9 @@ experiments:
 ` + extra
 }
 
-func valid() *report.Health   { return &report.Health{Valid: true, Samples: 60, CPUs: 2, Load1Median: 1.4} }
+func valid() *report.Health {
+	return &report.Health{Valid: true, Samples: 60, CPUs: 2, Load1Median: 1.4}
+}
 func overload() *report.Health {
 	return &report.Health{Valid: false, Samples: 60, CPUs: 2, Load1Median: 2.6,
 		Reasons: []string{"the machine's runnable load exceeded its CPUs (1-minute load average median 2.60 on 2 CPUs)"}}
@@ -82,7 +84,7 @@ var _ = Describe("run health in a study", Label("unit"), func() {
 		res, err := execute(planOf(oneExperiment("3", ""), false))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(attempts[filepath.Join(out, "p", "quasi-pool", "rep1")]).To(Equal(2))
-		Expect(attempts[filepath.Join(out, "p", "load-sharing+ignore-504", "rep2")]).To(Equal(1+study.DefaultMaxReruns))
+		Expect(attempts[filepath.Join(out, "p", "load-sharing+ignore-504", "rep2")]).To(Equal(1 + study.DefaultMaxReruns))
 		Expect(filepath.Join(out, "p", "quasi-pool", "rep1.invalid-1", report.FileSummary)).To(BeAnExistingFile())
 		Expect(filepath.Join(out, "p", "load-sharing+ignore-504", "rep2.invalid-2")).To(BeADirectory())
 		Expect(filepath.Join(out, "p", "load-sharing+ignore-504", "rep2.invalid-3")).NotTo(BeAnExistingFile())
