@@ -49,9 +49,9 @@ func (c ClaimCheck) Schemes() string {
 
 // Verdicts of a claim or a check.
 const (
-	VerdictSupported     = "supported"      // the whole 95 % CI of the mean excludes the bound, on the claim's side
-	VerdictRefuted       = "refuted"        // the whole CI excludes it on the other side
-	VerdictInconclusive  = "inconclusive"   // the CI reaches the bound, or one run gives no CI
+	VerdictSupported     = "supported"      // the whole 95 % CI of the mean is on the claim's side of the bound
+	VerdictRefuted       = "refuted"        // the whole CI is on the other side
+	VerdictInconclusive  = "inconclusive"   // the CI straddles the bound, or one run gives no CI
 	VerdictNotMeasurable = "not measurable" // no KPI (no value in any run), or the claim says why
 	VerdictPending       = "not run yet"    // no run of that experiment and scheme has a report yet
 )
@@ -275,12 +275,12 @@ func evalCheck(k ClaimCheck, r *Result) CheckResult {
 		}
 		return x < k.Value
 	}
-	// The interval must exclude the bound: an end on it leaves the claim undecided, whatever the operator.
-	on := lo == k.Value || hi == k.Value
+	// The whole interval on one side of the bound decides (a bound the operator includes, as in <= 0, is on the
+	// claim's side: a count of 0 in every run supports <= 0); an interval across it decides nothing.
 	switch {
-	case holds(lo) && holds(hi) && !on:
+	case holds(lo) && holds(hi):
 		cr.Verdict = VerdictSupported
-	case !holds(lo) && !holds(hi) && !on:
+	case !holds(lo) && !holds(hi):
 		cr.Verdict = VerdictRefuted
 	default:
 		cr.Verdict = VerdictInconclusive
@@ -297,9 +297,9 @@ func claimsMarkdown(b *bytes.Buffer, claims []ClaimResult, h string) {
 	b.WriteString("Made by `imslab study` from study.json and the study file's `claims` (docs/study.md, \"Claims\"), " +
 		"not typed: a check reads the mean of a KPI over the runs through its 95 % CI (Student's t for a mean, " +
 		"cluster-robust t for a per-user one, Clopper–Pearson on an effective n for a share; with `versus`, the " +
-		"difference of two schemes seed by seed: docs/study.md); **supported** when the interval excludes the " +
-		"bound on the claim's side, **refuted** when it excludes it on the other side, **inconclusive** " +
-		"otherwise, and with one run. A claim is as strong as its weakest check; *provisional* while runs it " +
+		"difference of two schemes seed by seed: docs/study.md); **supported** when the whole interval is on the " +
+		"claim's side of the bound, **refuted** when it is all on the other side, **inconclusive** when it " +
+		"straddles the bound, and with one run. A claim is as strong as its weakest check; *provisional* while runs it " +
 		"reads are pending or failed; an n raised after runs were made is said with the verdict.\n\n")
 	b.WriteString("| claim | verdict | checks: mean [95 % CI] (n runs) |\n|---|---|---|\n")
 	for _, c := range claims {
