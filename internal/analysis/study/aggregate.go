@@ -628,9 +628,9 @@ func Markdown(r *Result) string {
 		for range e.Variants {
 			b.WriteString("---|")
 		}
-		b.WriteString("\n| runs (failed, pending) |")
+		b.WriteString("\n| runs (failed, invalid, pending) |")
 		for _, v := range e.Variants {
-			fmt.Fprintf(&b, " %d (%d, %d) |", v.Runs, v.Failed, v.Pending)
+			fmt.Fprintf(&b, " %d (%d, %d, %d) |", v.Runs, v.Failed, v.Invalid, v.Pending)
 		}
 		b.WriteString("\n| affected users (all runs) |")
 		for _, v := range e.Variants {

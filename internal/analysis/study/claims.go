@@ -82,6 +82,8 @@ type CheckResult struct {
 	// Runs is n: the runs with a value, or for a paired check the seeds both schemes have a value of.
 	Runs    int `json:"n_runs"`
 	Pending int `json:"pending"`
+	// Invalid counts the runs left out as invalid by their health record.
+	Invalid int `json:"invalid,omitempty"`
 }
 
 var claimOps = []string{">=", "<=", ">", "<"}
@@ -233,11 +235,14 @@ func evalCheck(k ClaimCheck, r *Result) CheckResult {
 	if v == nil || k.Versus != "" && vs == nil { // not in this plan (a --quick study that leaves the experiment out)
 		return cr
 	}
-	cr.Runs, cr.Pending = v.Runs, v.Pending+v.Failed
+	cr.Runs, cr.Pending, cr.Invalid = v.Runs, v.Pending+v.Failed, v.Invalid
 	if vs != nil {
-		cr.Runs, cr.Pending = min(v.Runs, vs.Runs), max(cr.Pending, vs.Pending+vs.Failed)
+		cr.Runs, cr.Pending, cr.Invalid = min(v.Runs, vs.Runs), max(cr.Pending, vs.Pending+vs.Failed), v.Invalid+vs.Invalid
 	}
 	if cr.Runs == 0 {
+		if cr.Invalid > 0 { // runs were made, none valid: no evidence either way
+			cr.Verdict = VerdictInconclusive
+		}
 		return cr
 	}
 	m := v.Metric(k.KPI)
@@ -322,6 +327,9 @@ func claimsMarkdown(b *bytes.Buffer, claims []ClaimResult, h string) {
 			s := fmt.Sprintf("%s, `%s`: `%s` %s %g: %s (%d runs", k.Experiment, k.Schemes(), k.KPI, k.Op, k.Value, m, k.Runs)
 			if k.Pending > 0 {
 				s += fmt.Sprintf(", %d pending or failed", k.Pending)
+			}
+			if k.Invalid > 0 {
+				s += fmt.Sprintf(", %d invalid left out", k.Invalid)
 			}
 			checks = append(checks, s+") → "+k.Verdict)
 		}

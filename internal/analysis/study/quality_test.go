@@ -122,11 +122,18 @@ var _ = Describe("run health in a study", Label("unit"), func() {
 			}
 			return s
 		}
-		_, err := execute(planOf(oneExperiment("1", "max_reruns: 0\n"), false))
+		res, err := execute(planOf(oneExperiment("1", `max_reruns: 0
+claims:
+  - id: c
+    text: the pool restores users
+    checks: [{experiment: p, scheme: quasi-pool, kpi: restored_at_bound, op: ">=", value: 0.2}]
+`), false))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(f.calls).To(HaveLen(2), "no rerun")
+		Expect(res.Claims[0].Verdict).To(Equal(study.VerdictInconclusive), "no valid run: no evidence either way")
+		Expect(res.Claims[0].Checks[0].Invalid).To(Equal(1))
 		bad = false
-		res, err := execute(planOf(oneExperiment("1", ""), false))
+		res, err = execute(planOf(oneExperiment("1", ""), false))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(f.calls).To(HaveLen(4), "the invalid runs found done ran again")
 		Expect(res.Experiments[0].Variants[0].Runs).To(Equal(1))
