@@ -132,6 +132,12 @@ claims:
 		Expect(f.calls).To(HaveLen(2), "no rerun")
 		Expect(res.Claims[0].Verdict).To(Equal(study.VerdictInconclusive), "no valid run: no evidence either way")
 		Expect(res.Claims[0].Checks[0].Invalid).To(Equal(1))
+		st, err := study.States(planOf(oneExperiment("1", "max_reruns: 0\n"), false), out)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st).To(Equal([]string{"done, invalid (left out)", "done, invalid (left out)"}))
+		st, err = study.States(planOf(oneExperiment("1", ""), false), out)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st).To(HaveEach("done, invalid (set aside and run again)"), "what --dry-run prints")
 		bad = false
 		res, err = execute(planOf(oneExperiment("1", ""), false))
 		Expect(err).NotTo(HaveOccurred())

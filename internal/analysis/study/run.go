@@ -196,7 +196,8 @@ func complete(dir string) bool {
 	return true
 }
 
-// States tells for every run of the plan what its directory under dir holds: "done", "unfinished" (it would be
+// States tells for every run of the plan what its directory under dir holds: "done", "done, invalid (…)" (by its
+// health record: set aside and run again, or left out when its seed used its reruns), "unfinished" (it would be
 // removed and run again) or "to run"; an error when one holds a finished run of another configuration.
 func States(p *Plan, dir string) ([]string, error) {
 	out := make([]string, len(p.Runs))
@@ -211,6 +212,14 @@ func States(p *Plan, dir string) ([]string, error) {
 			return nil, err
 		}
 		out[i] = [...]string{"to run", "done", "unfinished"}[st]
+		if st == stateDone {
+			if sum, err := loadDone(filepath.Join(dir, r.Dir)); err == nil && invalid(sum) {
+				out[i] = "done, invalid (left out)"
+				if len(setAsideRuns(dir, r.Dir)) < p.MaxReruns {
+					out[i] = "done, invalid (set aside and run again)"
+				}
+			}
+		}
 	}
 	return out, nil
 }
