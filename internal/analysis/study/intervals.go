@@ -56,23 +56,6 @@ func summarise(name, unit string, vals []float64, sums []*report.Summary, seed u
 // ciText says in study.md and results.md how each interval is made.
 const ciText = "The interval of a mean is Student's t over the runs, of a per-user mean the cluster-robust t with the runs as clusters (the users of one run are not independent), of a share Clopper–Pearson on an effective n (a restoration share's probed users over the design effect between runs, other shares' runs), of a median a percentile bootstrap over runs (docs/compare.md, \"Repetitions\"); with one run there is none."
 
-// intervalOf names the interval a KPI's estimate has (figure captions).
-func intervalOf(estimate, name, unit, per string) string {
-	switch {
-	case estimate == "median":
-		return stats.MedianMethod
-	case isShare(name, unit) && per == "run":
-		if strings.HasPrefix(name, "restored_at_") && !strings.HasPrefix(name, "restored_at_end_fault") ||
-			name == "mt_restored_at_bound" || name == "mo_restored_at_bound" {
-			return stats.MethodSharesUsers
-		}
-		return stats.MethodSharesRuns
-	case per == "user":
-		return stats.MethodClusterT
-	}
-	return "Student's " + stats.MethodT
-}
-
 // healthMarkdown says which runs were left out as invalid by their health record, set aside and run again, or
 // aggregated without one.
 func healthMarkdown(b *bytes.Buffer, r *Result) {

@@ -566,10 +566,10 @@ func sweepFigure(s *SweepResult, k SweepKPI) (*plot.Plot, Figure, error) {
 		p.Y.Tick.Marker = shareTicks
 	}
 	caption := fmt.Sprintf("%s of %s (%s, per %s) against %s (%s): a line per scheme, each point one "+
-		"experiment of the sweep (the same seeds at every value), bars its 95 %% CI over runs, %s "+
+		"experiment of the sweep (the same seeds at every value), bars its 95 %% percentile-bootstrap CI over runs "+
 		"(study.json %s_ci95; none with one run). Points of one value are set slightly apart so that their bars do "+
 		"not overlap. n per value and scheme in the legend (and in the sweep table).", upperFirst(k.Estimate),
-		k.Name, k.Unit, k.Per, s.Param, s.Unit, intervalOf(k.Estimate, k.Name, k.Unit, k.Per), k.Estimate)
+		k.Name, k.Unit, k.Per, s.Param, s.Unit, k.Estimate)
 	if len(missing) > 0 {
 		caption += fmt.Sprintf(" No line for %s: no run had a value at any point (e.g. no median time to restore "+
 			"where fewer than half of the users were restored by the end of the run).", strings.Join(missing, ", "))
