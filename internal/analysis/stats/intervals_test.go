@@ -43,12 +43,12 @@ var _ = Describe("intervals of a mean at small n", Label("unit"), func() {
 })
 
 // clusteredStudy draws one study of runs runs: run r's share p_r is Beta-distributed around p (concentration
-// kappa: the run effect), and each of its users (20 to 60) is restored with probability p_r.
-func clusteredStudy(rng *rand.Rand, runs int, p, kappa float64) (values, users []float64) {
+// kappa: the run effect), and each of its users (lo to hi) is restored with probability p_r.
+func clusteredStudy(rng *rand.Rand, runs int, p, kappa float64, lo, hi int) (values, users []float64) {
 	b := distuv.Beta{Alpha: p * kappa, Beta: (1 - p) * kappa, Src: rng}
 	for range runs {
 		pr := b.Rand()
-		m := 20 + rng.IntN(41)
+		m := lo + rng.IntN(hi-lo+1)
 		k := 0
 		for range m {
 			if rng.Float64() < pr {
@@ -120,13 +120,17 @@ var _ = Describe("intervals of a share", Label("unit"), func() {
 		Expect(err).To(MatchError(stats.ErrNotShare))
 	})
 
-	DescribeTable("covers the mean share of clustered users (300 studies of 5 runs)",
-		func(p, kappa float64) {
+	DescribeTable("covers the mean share of clustered users (300 studies of 5 runs, or 20)",
+		func(p, kappa float64, lo, hi int, runs ...int) {
+			n := 5
+			if len(runs) > 0 {
+				n = runs[0]
+			}
 			rng := rand.New(rand.NewPCG(uint64(p*1000), uint64(kappa)))
 			const studies = 300
 			byUsers, byRuns, naive := 0, 0, 0
 			for range studies {
-				v, u := clusteredStudy(rng, 5, p, kappa)
+				v, u := clusteredStudy(rng, n, p, kappa, lo, hi)
 				s, err := stats.Share(v, u, 1)
 				Expect(err).NotTo(HaveOccurred())
 				if s.MeanCI.Contains(p) {
@@ -145,22 +149,26 @@ var _ = Describe("intervals of a share", Label("unit"), func() {
 					naive++
 				}
 			}
-			AddReportEntry("coverage", map[string]any{"p": p, "kappa": kappa, "users": byUsers, "runs": byRuns,
+			AddReportEntry("coverage", map[string]any{"p": p, "kappa": kappa, "runs": n, "users per run": []int{lo, hi}, "users": byUsers, "runs as trials": byRuns,
 				"naive": naive, "of": studies})
 			Expect(float64(byUsers) / studies).To(BeNumerically(">=", 0.92))
 			Expect(float64(byRuns) / studies).To(BeNumerically(">=", 0.95))
 		},
-		Entry("a half, strong run effect", 0.5, 20.0),
-		Entry("a half, weak run effect", 0.5, 200.0),
-		Entry("most restored", 0.85, 30.0),
-		Entry("nearly all restored", 0.95, 100.0),
+		Entry("a half, strong run effect", 0.5, 20.0, 20, 60),
+		Entry("a half, weak run effect", 0.5, 200.0, 20, 60),
+		Entry("most restored", 0.85, 30.0, 20, 60),
+		Entry("nearly all restored", 0.95, 100.0, 20, 60),
+		Entry("a sample of 6 probed users per run (scenarios/pcscf-kill.yaml)", 0.8, 20.0, 6, 6),
+		Entry("a few users per run, a small share", 0.15, 30.0, 4, 10),
+		Entry("20 runs, strong run effect (the published study's n)", 0.7, 20.0, 20, 60, 20),
+		Entry("20 runs, nearly all restored", 0.97, 100.0, 40, 80, 20),
 	)
 
 	It("pays for the run effect: treating every user as independent covers too rarely", func() {
 		rng := rand.New(rand.NewPCG(9, 9))
 		naive := 0
 		for range 300 {
-			v, u := clusteredStudy(rng, 5, 0.5, 10)
+			v, u := clusteredStudy(rng, 5, 0.5, 10, 20, 60)
 			var n float64
 			for _, x := range u {
 				n += x
