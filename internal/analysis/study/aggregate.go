@@ -27,12 +27,16 @@ type Result struct {
 	Quick       bool   `json:"quick"`
 	// RunsPlanned, RunsDone (with a report, run now or found done), RunsSkipped (found done) and RunsFailed
 	// count the plan's runs so far.
-	RunsPlanned int                `json:"runs_planned"`
-	RunsDone    int                `json:"runs_done"`
-	RunsSkipped int                `json:"runs_skipped"`
-	RunsFailed  int                `json:"runs_failed"`
-	Provenance  Provenance         `json:"provenance"`
-	Experiments []ExperimentResult `json:"experiments"`
+	RunsPlanned int `json:"runs_planned"`
+	RunsDone    int `json:"runs_done"`
+	RunsSkipped int `json:"runs_skipped"`
+	RunsFailed  int `json:"runs_failed"`
+	// RunsInvalid are the runs left out as invalid by their health record, RunsHealthUnknown those aggregated
+	// without one (VariantResult).
+	RunsInvalid       int                `json:"runs_invalid"`
+	RunsHealthUnknown int                `json:"runs_health_unknown"`
+	Provenance        Provenance         `json:"provenance"`
+	Experiments       []ExperimentResult `json:"experiments"`
 	// Sweeps are the study's sweeps: their experiments' headline KPIs per value and scheme.
 	Sweeps []SweepResult `json:"sweeps,omitempty"`
 	// Claims are the study file's claims with their verdicts (claims.go).
@@ -72,6 +76,15 @@ type VariantResult struct {
 	RunDirs  []string  `json:"run_dirs"`
 	ElapsedS []float64 `json:"elapsed_s"`
 	Errors   []string  `json:"errors,omitempty"`
+	// Invalid counts the runs left out because their health record declares them invalid (summary.json
+	// health.valid false: a node stalled, the machine's load exceeded its CPUs, another lab ran), InvalidRuns
+	// names them with the reasons; SetAside are invalid runs the runner set aside and ran again
+	// (<dir>.invalid-<k>); HealthUnknown are the runs aggregated without a health record (made before it
+	// existed), which nothing shows were quiet.
+	Invalid       int      `json:"invalid"`
+	InvalidRuns   []string `json:"invalid_runs,omitempty"`
+	SetAside      []string `json:"set_aside,omitempty"`
+	HealthUnknown []string `json:"health_unknown,omitempty"`
 	// Metrics are the KPIs over the runs (compare's repetition KPIs, then the survival ones).
 	Metrics []compare.RepeatMetric `json:"metrics"`
 }
@@ -382,6 +395,9 @@ func faultedPool(s *report.Summary) *report.PoolLoad {
 func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Result, error) {
 	res := &Result{Study: p.Name, Description: p.Description, File: file, Quick: p.Quick, RunsPlanned: len(p.Runs),
 		Provenance: prov, Experiments: []ExperimentResult{}}
+	if err := checkBuilds(p, &res.Provenance, results); err != nil {
+		return nil, err
+	}
 	type key struct{ exp, variant string }
 	byKey := map[key][]RunResult{}
 	for _, r := range results {
@@ -408,7 +424,7 @@ func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Res
 		}
 		base := map[int64]*report.Summary{}
 		for _, r := range byKey[key{e.Name, BaselineScheme}] {
-			if r.Summary != nil && r.Err == nil {
+			if r.Summary != nil && r.Err == nil && (r.Summary.Health == nil || r.Summary.Health.Valid) {
 				base[r.Seed] = r.Summary
 			}
 		}
@@ -422,11 +438,13 @@ func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Res
 				return nil, fmt.Errorf("study: %s/%s: %w", e.Name, v, err)
 			}
 			er.Variants = append(er.Variants, vr)
+			res.RunsInvalid += vr.Invalid
+			res.RunsHealthUnknown += len(vr.HealthUnknown)
 		}
 		res.Experiments = append(res.Experiments, er)
 	}
 	aggregateSweeps(res)
-	res.Claims = evalClaims(p.Claims, res)
+	res.Claims = evalClaims(p.Claims, res, p.NRaised)
 	return res, nil
 }
 
@@ -438,11 +456,20 @@ func aggregateVariant(e PlannedExperiment, v string, runs []RunResult, base map[
 	var reps []compare.RepeatRun
 	var sums []*report.Summary
 	for _, r := range runs {
+		vr.SetAside = append(vr.SetAside, r.SetAside...)
 		if r.Summary == nil || r.Err != nil {
 			vr.Failed++
 			if r.Err != nil {
 				vr.Errors = append(vr.Errors, fmt.Sprintf("rep %d (seed %d): %v", r.Rep, r.Seed, r.Err))
 			}
+			continue
+		}
+		switch h := r.Summary.Health; {
+		case h == nil:
+			vr.HealthUnknown = append(vr.HealthUnknown, r.Dir)
+		case !h.Valid:
+			vr.Invalid++
+			vr.InvalidRuns = append(vr.InvalidRuns, fmt.Sprintf("%s: %s", r.Dir, strings.Join(h.Reasons, "; ")))
 			continue
 		}
 		vr.Runs++
@@ -470,7 +497,7 @@ func aggregateVariant(e PlannedExperiment, v string, runs []RunResult, base map[
 				vals[i] = *x
 			}
 		}
-		st, err := stats.PerRun(vals, boot)
+		st, err := summarise(name, unit, vals, sums, boot)
 		if errors.Is(err, stats.ErrNoValues) {
 			return nil
 		}
@@ -587,10 +614,9 @@ func Markdown(r *Result) string {
 	fmt.Fprintf(&b, "Written by `imslab study` from the study file `%s` (docs/study.md). Runs: %d planned, %d with a "+
 		"report (%d found done and not run again), %d failed.\n\n", r.File, r.RunsPlanned, r.RunsDone, r.RunsSkipped,
 		r.RunsFailed)
-	b.WriteString("Each cell is mean [95 % CI] over the runs, then median, min–max and, from 20 values on, p95. The " +
-		"CI is a percentile bootstrap that resamples whole runs (the users of one run are not independent; " +
-		"docs/compare.md, \"Repetitions\"); with fewer than about 10 runs it is rough, with one run absent. " +
-		"*runs* is n (runs with a report), *users* the affected users over those runs.\n\n")
+	b.WriteString("Each cell is mean [95 % CI] over the runs, then median, min–max and, from 20 values on, p95. " +
+		ciText + " *runs* is n (valid runs with a report), *users* the affected users over those runs.\n\n")
+	healthMarkdown(&b, r)
 	for _, e := range r.Experiments {
 		fmt.Fprintf(&b, "## %s\n\nScenario `%s` (%s), %d runs per scheme from seed %d (seeds %d…%d). Setup: %s.\n\n",
 			e.Name, e.Scenario, e.ScenarioFile, e.Repeat, e.Seed, e.Seed, e.Seed+int64(e.Repeat)-1, setupLine(e.Setup))
@@ -602,9 +628,9 @@ func Markdown(r *Result) string {
 		for range e.Variants {
 			b.WriteString("---|")
 		}
-		b.WriteString("\n| runs (failed, pending) |")
+		b.WriteString("\n| runs (failed, invalid, pending) |")
 		for _, v := range e.Variants {
-			fmt.Fprintf(&b, " %d (%d, %d) |", v.Runs, v.Failed, v.Pending)
+			fmt.Fprintf(&b, " %d (%d, %d, %d) |", v.Runs, v.Failed, v.Invalid, v.Pending)
 		}
 		b.WriteString("\n| affected users (all runs) |")
 		for _, v := range e.Variants {
