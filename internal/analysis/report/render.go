@@ -93,13 +93,23 @@ func kpiRows(s *Summary) []kpiRow {
 		for _, c := range []struct {
 			n string
 			c KMCurve
-		}{{"MT", sv.MT}, {"MO", sv.MO}, {"service (MT and MO)", sv.Service},
-			{"service, at the probes' answer", sv.ServiceAnswered}} {
+		}{{"MT (answered)", sv.MT}, {"MO (answered)", sv.MO}, {"service (MT and MO answered)", sv.Service},
+			{"setup started (probe placed)", sv.SetupStarted}} {
 			rows = append(rows, kpiRow{"time to restore, " + c.n, fmt.Sprintf("median %s; %d of %d users restored, %d censored",
 				med(c.c), c.c.Restored, c.c.N, c.c.Censored)})
 		}
-		rows = append(rows, kpiRow{"restored by detection + one probe interval",
-			fmt.Sprintf("%.3f of users by %.3f s (probes every %g s)", sv.RestoredAtBound, sv.BoundS, sv.IntervalS)})
+		if sv.Legacy != "" {
+			rows = append(rows, kpiRow{"restoration timing", "converted: " + sv.Legacy})
+		}
+		rows = append(rows, kpiRow{"detection, first and last node",
+			fmt.Sprintf("%.3f s and %.3f s after the fault", sv.DetectedFirstS, sv.DetectedLastS)})
+		rows = append(rows, kpiRow{"restored by last detection + one probe interval",
+			fmt.Sprintf("%.3f [%.3f, %.3f] of users by %.3f s (probes every %g s)", sv.RestoredAtBound,
+				sv.RestoredAtBoundBand[0], sv.RestoredAtBoundBand[1], sv.BoundS, sv.IntervalS)})
+		for _, rd := range sv.RestoredAt {
+			rows = append(rows, kpiRow{fmt.Sprintf("restored by %g s", rd.TS),
+				fmt.Sprintf("%.3f [%.3f, %.3f]", rd.Restored, rd.Lo, rd.Hi)})
+		}
 		if sv.NotProbed > 0 {
 			rows = append(rows, kpiRow{"affected users probed", fmt.Sprintf("%d of %d (the curves are theirs; the "+
 				"others were outside reachability.sample or behind a fault that starts no probes)", sv.Users, sv.Users+sv.NotProbed)})
