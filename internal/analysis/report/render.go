@@ -78,8 +78,9 @@ func kpiRows(s *Summary) []kpiRow {
 			kpiRow{d.n + " calls after the fault (succeeded/attempts)", fmt.Sprintf("%d / %d", d.v.Succeeded, d.v.Attempts)},
 			kpiRow{d.n + " success ratio after detection", fmt.Sprintf("%s (%d / %d)", fmtRatio(d.v.SuccessRatioAfterDetection),
 				d.v.SucceededAfterDetection, d.v.AttemptsAfterDetection)},
-			kpiRow{d.n + " taken over before re-registration", fmt.Sprintf("%s (%d of %d users)",
-				fmtRatio(d.v.TakenOverBeforeReregistration), d.v.AffectedUsersWithSuccess, d.v.UsersAttempted)},
+			kpiRow{d.n + " taken over before re-registration", fmt.Sprintf("%s (%d of %d users tested; %d more "+
+				"refreshed their registration before any test)", fmtRatio(d.v.TakenOverBeforeReregistration),
+				d.v.AffectedUsersWithSuccess, d.v.UsersTested, d.v.RefreshedFirst)},
 			kpiRow{d.n + " interruption", fmtPct(d.v.InterruptionS)},
 		)
 	}

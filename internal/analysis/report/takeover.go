@@ -29,7 +29,8 @@ type UserKPI struct {
 	// that direction was answered (absent: none after the fault).
 	MOInterruptionS *float64 `json:"mo_interruption_s,omitempty"`
 	MTInterruptionS *float64 `json:"mt_interruption_s,omitempty"`
-	// MOTakenOver and MTTakenOver: that first successful call started before the next re-registration.
+	// MOTakenOver and MTTakenOver: a successful call in that direction started after the fault and before the
+	// next re-registration.
 	MOTakenOver bool `json:"mo_taken_over"`
 	MTTakenOver bool `json:"mt_taken_over"`
 	// From the reachability probes (Summary.Survival; absent without probes): seconds from the fault to the
