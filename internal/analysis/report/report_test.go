@@ -417,7 +417,7 @@ var _ = Describe("Build", Label("unit"), func() {
 			Expect(err).NotTo(HaveOccurred())
 			md := string(b)
 			Expect(md).To(ContainSubstring("| affected users | 3 |"))
-			Expect(md).To(ContainSubstring("| MO taken over before re-registration | 66.7 % (2 of 3 users tested; 0 more refreshed their "+
+			Expect(md).To(ContainSubstring("| MO taken over before re-registration | 66.7 % (2 of 3 users tested; 0 more refreshed their " +
 				"registration before any test) |"))
 			Expect(md).To(ContainSubstring("(plots/call_success.svg)"))
 			Expect(md).To(ContainSubstring("(plots/ladder_mo.svg) ([PNG](plots/ladder_mo.png))"))
