@@ -252,21 +252,20 @@ func (sv *Survival) readAt() {
 		sv.RestoredAtBound, sv.RestoredAtBoundBand = rd.Restored, [2]float64{rd.Lo, rd.Hi}
 	}
 	for _, t := range FixedInstants {
-		if t > sv.ObservedS && sv.Service.Censored > 0 {
-			continue
+		if rd := sv.ReadingAt(t); rd != nil {
+			sv.RestoredAt = append(sv.RestoredAt, *rd)
 		}
-		sv.RestoredAt = append(sv.RestoredAt, sv.Service.Read(t))
 	}
 }
 
-// ReadingAt returns RestoredAt's reading at t, or nil.
+// ReadingAt reads the service curve at t with its band: nil for an empty curve, or past the observation while
+// some user is censored (the curve says nothing there).
 func (sv *Survival) ReadingAt(t float64) *Reading {
-	for i := range sv.RestoredAt {
-		if sv.RestoredAt[i].TS == t {
-			return &sv.RestoredAt[i]
-		}
+	if sv.Service.N == 0 || t > sv.ObservedS && sv.Service.Censored > 0 {
+		return nil
 	}
-	return nil
+	rd := sv.Service.Read(t)
+	return &rd
 }
 
 // userRestore is one affected user's probe outcome.

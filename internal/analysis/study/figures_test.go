@@ -51,8 +51,9 @@ func richSummary(sc *scenario.Scenario, seed int64, _ string) *report.Summary {
 		s.Users = append(s.Users, u)
 	}
 	km := report.KaplanMeier(t, ev)
-	s.Survival = &report.Survival{IntervalS: 0.25, Users: n, ObservedS: 40, DetectedS: 1.6, BoundS: 1.85,
-		RestoredAtBound: km.At(1.85), MT: km, MO: km, Service: km, ServiceAnswered: km}
+	s.Survival = &report.Survival{TimedAt: report.TimedAtAnswer, IntervalS: 0.25, Users: n, ObservedS: 40,
+		DetectedFirstS: 1.2, DetectedLastS: 1.6, BoundS: 1.85,
+		RestoredAtBound: km.At(1.85), MT: km, MO: km, Service: km, SetupStarted: km}
 	return s
 }
 
