@@ -312,3 +312,37 @@ var _ = Describe("Older summaries", Label("unit"), func() {
 		Expect(err).To(HaveOccurred())
 	})
 })
+
+var _ = Describe("The published pcscf-kill study, re-read at the answer", Label("unit"), func() {
+	It("has the quasi-pool's restored_at_bound near 0.15, not the 1 it had at the probes' start", func() {
+		// The committed summaries predate survival.timed_at (docs/results/study-published, 20 runs per scheme).
+		files, err := filepath.Glob("../../../docs/results/study-published/pcscf-kill/quasi-pool/rep*/summary.json")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(files).To(HaveLen(20), "the committed runs of docs/results/study-published")
+		var atBound, at5, median, setup float64
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			Expect(err).NotTo(HaveOccurred())
+			var s report.Summary
+			Expect(json.Unmarshal(b, &s)).To(Succeed(), f)
+			sv := s.Survival
+			Expect(sv.Legacy).To(Equal(report.LegacySurvival), f)
+			Expect(sv.BoundS).To(BeNumerically("~", sv.DetectedLastS+sv.IntervalS, 1e-6), f)
+			Expect(sv.DetectedFirstS).To(BeNumerically("<=", sv.DetectedLastS), f)
+			Expect(sv.RestoredAtBoundBand[1]-sv.RestoredAtBoundBand[0]).To(BeNumerically(">", 0), f)
+			for _, rd := range sv.RestoredAt {
+				Expect(rd.Hi-rd.Lo).To(BeNumerically(">", 0), "%s at %v s", f, rd.TS)
+			}
+			atBound += sv.RestoredAtBound
+			at5 += sv.ReadingAt(5).Restored
+			median += *sv.Service.MedianS
+			setup += *sv.SetupStarted.MedianS
+		}
+		n := float64(len(files))
+		// The figures, recomputed from the committed data: 0.15 at the bound, 0.983 by 5 s.
+		Expect(atBound/n).To(BeNumerically("~", 0.150, 0.001))
+		Expect(at5/n).To(BeNumerically("~", 0.983, 0.001))
+		Expect(median/n).To(BeNumerically("~", 2.753, 0.001), "median time to the answer")
+		Expect(setup/n).To(BeNumerically("~", 0.281, 0.001), "median time to the probes' start")
+	})
+})
