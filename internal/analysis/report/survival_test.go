@@ -340,8 +340,8 @@ var _ = Describe("The published pcscf-kill study, re-read at the answer", Label(
 		}
 		n := float64(len(files))
 		// The figures, recomputed from the committed data: 0.15 at the bound, 0.983 by 5 s.
-		Expect(atBound/n).To(BeNumerically("~", 0.150, 0.001))
-		Expect(at5/n).To(BeNumerically("~", 0.983, 0.001))
+		Expect(atBound / n).To(BeNumerically("~", 0.150, 0.001))
+		Expect(at5 / n).To(BeNumerically("~", 0.983, 0.001))
 		Expect(median/n).To(BeNumerically("~", 2.753, 0.001), "median time to the answer")
 		Expect(setup/n).To(BeNumerically("~", 0.281, 0.001), "median time to the probes' start")
 	})
