@@ -204,6 +204,14 @@ func recomputeRestoration(s *shippedRun) {
 	}
 	Expect(got).To(Equal(want), "the fixed instants within the observation")
 
+	GinkgoWriter.Printf("restoration at the answer, recomputed: %d probed users, %d answered; detection %.3f–%.3f s, "+
+		"bound %.3f s, restored_at_bound %.3f [%.3f, %.3f]; restored_at %v\n", n, len(restored), detFirst, detLast,
+		sv.BoundS, sv.RestoredAtBound, sv.RestoredAtBoundBand[0], sv.RestoredAtBoundBand[1], sv.RestoredAt)
+	if sv.Service.MedianS != nil && sv.SetupStarted.MedianS != nil {
+		GinkgoWriter.Printf("median %.3f s at the answer, %.3f s at the probes' start\n", *sv.Service.MedianS,
+			*sv.SetupStarted.MedianS)
+	}
+
 	// The median: the first answer by which half of the probed users were served.
 	if 2*len(restored) >= n {
 		m := restored[(n+1)/2-1]
