@@ -242,7 +242,7 @@ type Survival struct {
 
 // readAt fills RestoredAtBound, its band and RestoredAt from Service and BoundS.
 func (sv *Survival) readAt() {
-	sv.RestoredAt = nil
+	sv.RestoredAt = []Reading{}
 	sv.RestoredAtBound, sv.RestoredAtBoundBand = 0, [2]float64{}
 	if sv.Service.N == 0 {
 		return

@@ -249,7 +249,8 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 					}
 				}
 				Expect(row).To(HavePrefix(fmt.Sprintf("| %s | %d / %d |", v.Variant, v.Runs, v.AffectedUsers)))
-				for _, k := range []string{"affected_users", "time_to_detect_s", "restored_at_bound", "mt_interruption_s"} {
+				for _, k := range []string{"affected_users", "detected_first_s", "detected_last_s", "restored_at_bound",
+					"restored_at_5s", "mt_interruption_s"} {
 					st := v.Metric(k).Stat
 					Expect(row).To(ContainSubstring(fmt.Sprintf("%s [%s, %s]; median %s", g(st.Mean), g(st.MeanCI.Low),
 						g(st.MeanCI.High), g(st.Median))), e.Name+"/"+v.Variant+" "+k)
