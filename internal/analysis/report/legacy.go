@@ -25,6 +25,12 @@ func (s *Summary) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
 		return err
 	}
+	for _, d := range []*Direction{&s.MO, &s.MT} {
+		// Written before users_tested existed: its denominator was every attempting user.
+		if d.UsersTested == 0 && d.RefreshedFirst == 0 && d.UsersAttempted > 0 {
+			d.UsersTested = d.UsersAttempted
+		}
+	}
 	if s.Survival == nil || s.Survival.TimedAt != "" {
 		return nil
 	}

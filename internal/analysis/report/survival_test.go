@@ -236,7 +236,9 @@ var _ = Describe("Detection and the run's own bound", Label("unit"), func() {
 
 // legacySummary is a summary.json survival as written before restoration was timed at the answer: mt, mo and
 // service at the probes' start, service_answered at their answer, detected_s the last node's detection.
-const legacySummary = `{"scenario": "pcscf-kill", "seed": 7, "faults": [{"kind": "kill", "target": "pcscf2",
+const legacySummary = `{"scenario": "pcscf-kill", "seed": 7,
+  "mo": {"attempts": 4, "users_attempted": 2, "affected_users_with_success": 2, "taken_over_before_reregistration": 1},
+  "faults": [{"kind": "kill", "target": "pcscf2",
   "t0_s": 20, "time_to_detect_s": {"bac": 2.0, "scscf1": 1.7}}],
   "time_to_detect_s": {"bac": 2.0, "scscf1": 1.7},
   "users": [
@@ -286,6 +288,7 @@ var _ = Describe("Older summaries", Label("unit"), func() {
 			Expect(u.Censored).To(BeFalse())
 		}
 		Expect(*s.Users[0].SetupStartedS).To(Equal(0.2))
+		Expect(s.MO.UsersTested).To(Equal(2), "written before users_tested: every attempting user was its denominator")
 		// Written out again and read back, it is not converted a second time.
 		b, err := json.Marshal(&s)
 		Expect(err).NotTo(HaveOccurred())
