@@ -49,6 +49,11 @@ type KMCurve struct {
 // where users are restored and others censored, the censored ones count as at risk (the usual convention).
 func KaplanMeier(times []float64, event []bool) KMCurve {
 	c := KMCurve{N: len(times), Points: []KMPoint{{TS: 0, AtRisk: len(times)}}}
+	if c.N > 0 {
+		// Until the first restoration nobody is restored, which n users bound by Clopper–Pearson, not by [0, 0].
+		_, hi := clopperPearson(0, c.N)
+		c.Points[0].Hi = round(hi)
+	}
 	idx := make([]int, len(times))
 	for i := range idx {
 		idx[i] = i
@@ -135,6 +140,10 @@ func bandOf(r, g float64, known int) (lo, hi float64) {
 // fixBands gives every step of a curve written before the Clopper–Pearson fallback existed (older summaries) a band
 // of non-zero width where Greenwood's had none, as KaplanMeier does now.
 func (c *KMCurve) fixBands() {
+	if len(c.Points) > 0 && c.Points[0].Hi == 0 && c.Points[0].AtRisk > 0 {
+		_, hi := clopperPearson(0, c.Points[0].AtRisk)
+		c.Points[0].Hi = round(hi)
+	}
 	restored := 0
 	for i := 1; i < len(c.Points); i++ {
 		p := &c.Points[i]

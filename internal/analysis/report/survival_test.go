@@ -32,7 +32,8 @@ var _ = Describe("Kaplan–Meier", Label("unit"), func() {
 		}{{6, 0.857, 21, 3}, {7, 0.807, 17, 1}, {10, 0.753, 15, 1}, {13, 0.690, 12, 1}, {16, 0.627, 11, 1},
 			{22, 0.538, 7, 1}, {23, 0.448, 6, 1}}
 		Expect(c.Points).To(HaveLen(len(want) + 1))
-		Expect(c.Points[0]).To(Equal(report.KMPoint{TS: 0, AtRisk: 21}))
+		// Before the first restoration: 0 of 21, [0, 1 − 0.025^(1/21)] (Clopper–Pearson), not [0, 0].
+		Expect(c.Points[0]).To(Equal(report.KMPoint{TS: 0, Hi: 0.161098, AtRisk: 21}))
 		for i, w := range want {
 			p := c.Points[i+1]
 			Expect(p.TS).To(Equal(w.t))
