@@ -398,6 +398,19 @@ func (a *analysis) survival(r *run) {
 	a.s.Survival = sv
 }
 
+// Detection is the first and the last node's time to detect the run's fault: the probed fault's (survival) when
+// the run has probes, else the first fault's; ok is false when no node noticed any.
+func (s *Summary) Detection() (first, last float64, ok bool) {
+	if sv := s.Survival; sv != nil && sv.DetectedLastS > 0 {
+		return sv.DetectedFirstS, sv.DetectedLastS, true
+	}
+	if len(s.Faults) == 0 || len(s.Faults[0].TimeToDetectS) == 0 {
+		return 0, 0, false
+	}
+	first, last = detectionSpan(&s.Faults[0])
+	return first, last, true
+}
+
 // detectionSpan is the first and the last node's time to detect fault f (0, 0 when no node noticed it).
 func detectionSpan(f *Fault) (first, last float64) {
 	n := 0

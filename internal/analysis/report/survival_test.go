@@ -232,6 +232,20 @@ var _ = Describe("Detection and the run's own bound", Label("unit"), func() {
 		Expect(sv.RestoredAtBound).To(Equal(1.0))
 		// One user: its band says as little as one user can.
 		Expect(sv.RestoredAtBoundBand).To(Equal([2]float64{0.025, 1}))
+		first, last, ok := s.Detection()
+		Expect([]any{first, last, ok}).To(Equal([]any{1.2, 1.8, true}))
+	})
+
+	It("reads a run without probes from its first fault, and says when nobody noticed", func() {
+		s := &report.Summary{Faults: []report.Fault{{Target: "pcscf1", TimeToDetectS: map[string]float64{
+			"bac": 1.9, "scscf1": 1.4, "scscf2": 2.6}}}}
+		first, last, ok := s.Detection()
+		Expect([]any{first, last, ok}).To(Equal([]any{1.4, 2.6, true}))
+		s.Faults[0].TimeToDetectS = map[string]float64{}
+		_, _, ok = s.Detection()
+		Expect(ok).To(BeFalse())
+		_, _, ok = (&report.Summary{}).Detection()
+		Expect(ok).To(BeFalse(), "a baseline")
 	})
 })
 

@@ -104,11 +104,19 @@ var survivalKPIs = append([]survivalKPI{
 	{"restore_bound_s", "s", "the run's own bound, the last node's detection + one probe interval: the instant the " +
 		"previous three are read at (survival.bound_s)",
 		func(s *report.Survival) *float64 { return fp(s.BoundS) }},
-	{"detected_first_s", "s", "fault → the first node that noticed it (survival.detected_first_s, the probed fault)",
-		func(s *report.Survival) *float64 { return fp(s.DetectedFirstS) }},
-	{"detected_last_s", "s", "fault → the last node that noticed it (survival.detected_last_s): the bound counts " +
-		"from it", func(s *report.Survival) *float64 { return fp(s.DetectedLastS) }},
 }, fixedInstantKPIs()...)
+
+// detectionKPIs are the first and the last node's detection of the run's fault (report.Summary.Detection: the
+// probed fault's, else the first fault's), for every run with a fault that some node noticed.
+var detectionKPIs = []struct {
+	name, doc string
+	last      bool
+}{
+	{"detected_first_s", "fault → the first node that noticed it (survival.detected_first_s for the probed " +
+		"fault; without probes, the first fault's time_to_detect_s)", false},
+	{"detected_last_s", "fault → the last node that noticed it (survival.detected_last_s): each run's bound " +
+		"counts from it", true},
+}
 
 // survivalTail follows the fixed instants: the end of the run and the medians.
 var survivalTail = []survivalKPI{
@@ -511,6 +519,21 @@ func aggregateVariant(e PlannedExperiment, v string, runs []RunResult, base map[
 				return nil
 			}
 			return k.val(s.Survival)
+		})
+		if err != nil {
+			return vr, err
+		}
+	}
+	for _, k := range detectionKPIs {
+		err := perRun(k.name, "s", k.doc, func(s *report.Summary) *float64 {
+			first, last, ok := s.Detection()
+			switch {
+			case !ok:
+				return nil
+			case k.last:
+				return fp(last)
+			}
+			return fp(first)
 		})
 		if err != nil {
 			return vr, err
