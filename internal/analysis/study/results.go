@@ -14,9 +14,11 @@ type column struct{ name, head string }
 // resultsKPIs are the columns of results.md's headline tables, in order.
 var resultsKPIs = []column{
 	{"affected_users", "affected users"},
-	{"time_to_detect_s", "time to detect (s)"},
-	{"restored_at_bound", "restored by detection + 1 probe interval"},
-	{"restored_at_end", "restored by the end"},
+	{"detected_first_s", "first node detects (s)"},
+	{"detected_last_s", "last node detects (s)"},
+	{"restored_at_bound", "answered again by its own bound (last detection + 1 probe interval)"},
+	{"restored_at_5s", "answered again by 5 s"},
+	{"restored_at_end", "answered again by the end"},
 	{"mt_interruption_s", "MT interruption (s)"},
 	{"mo_interruption_s", "MO interruption (s)"},
 }

@@ -274,7 +274,7 @@ var sweepKPIs = []struct{ name, estimate string }{
 	{"restored_at_bound", "mean"},
 	{"restored_at_end", "mean"},
 	{"restore_median_s", "mean"},
-	{"restore_answered_median_s", "mean"},
+	{"setup_started_median_s", "mean"},
 	{"time_to_detect_s", "mean"},
 	{"mt_interruption_s", "median"},
 	{"mo_interruption_s", "median"},
