@@ -26,8 +26,8 @@ func survivalOf(old bool) *report.Survival {
 		start[i] = t[i] / 10
 	}
 	answered, started := report.KaplanMeier(t, ev), report.KaplanMeier(start, ev)
-	sv := map[string]any{"interval_s": 0.5, "users": 8, "observed_s": 40, "bound_s": 2.67, "service": answered,
-		"mt": answered, "mo": answered}
+	sv := map[string]any{"timed_at": "answer", "interval_s": 0.5, "users": 8, "observed_s": 40, "bound_s": 2.67,
+		"service": answered, "mt": answered, "mo": answered}
 	if old {
 		sv = map[string]any{"interval_s": 0.5, "users": 8, "observed_s": 40, "bound_s": 2.67, "detected_s": 2.17,
 			"service": started, "service_answered": answered}
