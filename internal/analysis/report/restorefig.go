@@ -1,12 +1,10 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"image/color"
 	"os"
 	"path/filepath"
-	"reflect"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -15,35 +13,18 @@ import (
 	"github.com/imslab/quasipool/internal/analysis/figure"
 )
 
-// restoreCurves are the curves the run's restoration figure draws: restoration at the answer (service, and MT and
-// MO alone where they are timed at the answer too) and, where the summary has it, the setup's start.
+// restoreCurves are the curves the run's restoration figure draws: restoration at the answer (service, MT and MO
+// alone) and, where the summary has it, the setup's start. A summary written before restoration was timed at the
+// answer was converted when read (Summary.UnmarshalJSON): its MT and MO are empty and not drawn.
 type restoreCurves struct {
 	service, setup *KMCurve
 	mt, mo         *KMCurve
-	// legacy: a summary from before restoration was timed at the answer (service at the probe's start,
-	// service_answered at the answer).
-	legacy bool
 }
 
-// restoreCurvesOf reads the survival section by its keys, so that a summary of an older or a newer imslab is drawn for
-// what it has: setup_started and timed_at came with restoration timed at the answer; before them, service was
-// timed at the probe's start and service_answered at the answer (read as such where the two differ).
 func restoreCurvesOf(sv *Survival) restoreCurves {
-	var k struct {
-		TimedAt         string   `json:"timed_at"`
-		ServiceAnswered *KMCurve `json:"service_answered"`
-		SetupStarted    *KMCurve `json:"setup_started"`
-	}
-	if b, err := json.Marshal(sv); err == nil {
-		_ = json.Unmarshal(b, &k) // a key of another type reads as absent
-	}
-	if k.SetupStarted == nil && k.TimedAt == "" && k.ServiceAnswered != nil && k.ServiceAnswered.N > 0 &&
-		!reflect.DeepEqual(*k.ServiceAnswered, sv.Service) {
-		return restoreCurves{service: k.ServiceAnswered, setup: &sv.Service, legacy: true}
-	}
 	rc := restoreCurves{service: &sv.Service, mt: &sv.MT, mo: &sv.MO}
-	if k.SetupStarted != nil && k.SetupStarted.N > 0 {
-		rc.setup = k.SetupStarted
+	if sv.SetupStarted.N > 0 {
+		rc.setup = &sv.SetupStarted
 	}
 	return rc
 }

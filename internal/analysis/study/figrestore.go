@@ -195,7 +195,7 @@ func restoreFigure(er *ExperimentResult, data []*schemeData, seed uint64) (figur
 	}
 	var notes, legacy, bounds []string
 	for _, c := range cs {
-		if k := c.d.sources[srcCurve] - c.d.legacy; k > 0 {
+		if k := c.d.sources[srcCurve]; k > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %d of %d runs", c.d.name, k, len(c.d.runs)))
 		}
 		if c.d.legacy > 0 {
@@ -226,8 +226,8 @@ func restoreFigure(er *ExperimentResult, data []*schemeData, seed uint64) (figur
 	}
 	if len(legacy) > 0 {
 		caption += "Some summaries predate restoration timed at the answer (" + strings.Join(legacy, "; ") +
-			"): their answered curve (survival.service_answered) is drawn, their probe-start curve is the setup " +
-			"started. "
+			"; survival.legacy): converted when read, their answered curve (service_answered) is drawn and their " +
+			"probe-start curve is the setup started. "
 	}
 	if len(notes) > 0 {
 		caption += "Per-user times were not in the summary.json of some runs (" + strings.Join(notes, "; ") +

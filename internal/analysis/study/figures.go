@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 
 	"github.com/imslab/quasipool/internal/analysis/figure"
 	"github.com/imslab/quasipool/internal/analysis/report"
@@ -117,54 +116,25 @@ func curveTimes(c *report.KMCurve, observedS float64) (userTimes, bool) {
 	return u, c.N > 0 && len(u.t) == c.N
 }
 
-// survivalKeys are the keys of a summary's survival section the figures read by name, so that a summary of an
-// older or newer imslab is read for what it has: setup_started (the probes' start, the secondary curve) and
-// timed_at appeared with restoration timed at the answer; before it, service was timed at the probe's start and
-// service_answered at the answer.
-type survivalKeys struct {
-	TimedAt         string          `json:"timed_at"`
-	ServiceAnswered *report.KMCurve `json:"service_answered"`
-	SetupStarted    *report.KMCurve `json:"setup_started"`
-	DetectedLastS   *float64        `json:"detected_last_s"`
-}
-
 // runCurves are one run's restoration times at the answer and, where the summary has them, at the probe's start
 // (setup started), with where the first came from.
 type runCurves struct {
 	answer userTimes
 	src    string
 	setup  *userTimes
-	// legacy: the summary predates timed_at, and its service_answered curve is the answer.
+	// legacy: the summary was written before restoration was timed at the answer and converted when read
+	// (survival.legacy).
 	legacy bool
 }
 
-// curvesOf reads a run's restoration times at the answer and at the setup's start. An older summary (no timed_at)
-// whose answered curve differs from its service curve is read as one: the answered curve is the restoration.
+// curvesOf reads a run's restoration times at the answer (restoreTimes) and at the setup's start (its
+// survival.setup_started curve's points).
 func curvesOf(s *report.Summary) runCurves {
-	sv := s.Survival
-	if sv == nil {
-		return runCurves{src: srcNone}
-	}
-	var k survivalKeys
-	if b, err := json.Marshal(sv); err == nil {
-		_ = json.Unmarshal(b, &k) // a field of another type is read as absent
-	}
-	if k.SetupStarted == nil && k.TimedAt == "" && k.ServiceAnswered != nil && k.ServiceAnswered.N > 0 &&
-		!reflect.DeepEqual(*k.ServiceAnswered, sv.Service) {
-		// An older summary: service (and users[].restore_s) at the probe's start, service_answered at the answer.
-		rc := runCurves{legacy: true, src: srcNone}
-		if u, ok := curveTimes(k.ServiceAnswered, sv.ObservedS); ok {
-			rc.answer, rc.src = u, srcCurve
-		}
-		if u, src := restoreTimes(s); src != srcNone {
-			rc.setup = &u
-		}
-		return rc
-	}
 	u, src := restoreTimes(s)
 	rc := runCurves{answer: u, src: src}
-	if k.SetupStarted != nil {
-		if su, ok := curveTimes(k.SetupStarted, sv.ObservedS); ok {
+	if sv := s.Survival; sv != nil {
+		rc.legacy = sv.Legacy != ""
+		if su, ok := curveTimes(&sv.SetupStarted, sv.ObservedS); ok {
 			rc.setup = &su
 		}
 	}
@@ -176,7 +146,7 @@ type schemeData struct {
 	name    string
 	runs    []userTimes // runs with probes: restoration at the answer
 	setup   []userTimes // runs with the setup-started curve: restoration at the probe's start
-	legacy  int         // runs whose summary predates timed_at
+	legacy  int         // runs whose summary predates timed_at (converted when read)
 	sources map[string]int
 	nRuns   int // runs with a report
 	mo, mt  []float64
