@@ -155,6 +155,10 @@ var _ = Describe("study figures for a paper", Label("unit"), func() {
 		in, err := figure.Inspect(b)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(in.Text()).To(ContainSubstring("setup started (probe placed)"))
+		Expect(in.Text()).To(MatchRegexp(`quasi-pool: n = 3 runs, \d+ users \(0 censored\)`),
+			"its users lost their own restore times when converted: the answered curve's points give them back")
+		_, _, src := study.RestoreTimes(olderSummary(richSummary(&scenario.Scenario{}, 104, "")))
+		Expect(src).To(Equal("curve"))
 		dashed := 0
 		for _, p := range in.Paths {
 			if strings.Contains(strings.ToLower(p.Style), "stroke:"+figure.Hex(figure.SchemeColour(0))) &&

@@ -57,7 +57,8 @@ const (
 // a censored user is censored at its own fault → end of the run. A summary without per-user times (written by an
 // older imslab, or trimmed) still has the Kaplan–Meier curve, whose points (restorations and users at risk at each
 // restoration time) give back every restoration time and, between them, the censored users: the pooled curve is
-// then the same as from the users.
+// then the same as from the users. So does a summary converted when read (written before restoration was timed
+// at the answer), whose users lost their restore_s.
 func restoreTimes(s *report.Summary) (userTimes, string) {
 	sv := s.Survival
 	if sv == nil || sv.Service.N == 0 {
@@ -65,13 +66,15 @@ func restoreTimes(s *report.Summary) (userTimes, string) {
 	}
 	var u userTimes
 	minT0 := math.Inf(1)
+	withTimes := true // a user restored (not censored) without its time: the users do not carry their times
 	for _, k := range s.Users {
 		if k.Probed {
 			minT0 = min(minT0, k.T0S)
+			withTimes = withTimes && (k.RestoreS != nil || k.Censored)
 		}
 	}
 	for _, k := range s.Users {
-		if !k.Probed {
+		if !k.Probed || !withTimes {
 			continue
 		}
 		if k.RestoreS != nil && !k.Censored {
