@@ -164,3 +164,34 @@ func (t lineThumb) Thumbnail(c *draw.Canvas) {
 	}
 	c.StrokeLines(t.sty, pts)
 }
+
+// UniqueTicks are gonum/plot's default ticks with labels that tell them apart: where two labels read the same
+// (1.65 and 1.7 both as "1.7"), every label gets one more digit until none does.
+type UniqueTicks struct{}
+
+// Ticks returns the ticks between lo and hi.
+func (UniqueTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for prec := 1; prec <= 10 && duplicated(ticks); prec++ {
+		for i := range ticks {
+			if ticks[i].Label != "" {
+				ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'g', prec, 64)
+			}
+		}
+	}
+	return ticks
+}
+
+func duplicated(ticks []plot.Tick) bool {
+	seen := map[string]bool{}
+	for _, t := range ticks {
+		if t.Label == "" {
+			continue
+		}
+		if seen[t.Label] {
+			return true
+		}
+		seen[t.Label] = true
+	}
+	return false
+}

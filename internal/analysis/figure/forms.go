@@ -80,6 +80,7 @@ func NewFig(f Form, title, x, y string) *Fig {
 	p.X.Label.TextStyle.Font.Size, p.Y.Label.TextStyle.Font.Size = f.LabelSize, f.LabelSize
 	p.X.Tick.Label.Font.Size, p.Y.Tick.Label.Font.Size = f.TickSize, f.TickSize
 	p.Legend.TextStyle.Font.Size = f.LegendSize
+	p.X.Tick.Marker, p.Y.Tick.Marker = UniqueTicks{}, UniqueTicks{}
 	return &Fig{Plot: p, Form: f}
 }
 

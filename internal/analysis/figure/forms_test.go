@@ -12,6 +12,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
@@ -178,3 +179,28 @@ func pdfStreams(pdf []byte) string {
 	}
 	return out.String()
 }
+
+var _ = Describe("a figure's ticks", Label("unit"), func() {
+	It("are told apart by their labels, where gonum/plot's default labels some alike", func() {
+		alike := func(ticks []plot.Tick) bool {
+			labels := map[string]bool{}
+			for _, t := range ticks {
+				if t.Label != "" && labels[t.Label] {
+					return true
+				}
+				labels[t.Label] = true
+			}
+			return false
+		}
+		defaults := 0
+		for lo := 1.50; lo < 1.62; lo += 0.002 {
+			for hi := 1.74; hi < 1.86; hi += 0.002 {
+				if alike(plot.DefaultTicks{}.Ticks(lo, hi)) {
+					defaults++
+				}
+				Expect(alike(figure.UniqueTicks{}.Ticks(lo, hi))).To(BeFalse(), "[%g, %g]", lo, hi)
+			}
+		}
+		Expect(defaults).To(BeNumerically(">", 0), "the default labels some ticks alike in this range (1.65 and 1.7 as 1.7)")
+	})
+})
