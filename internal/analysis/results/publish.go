@@ -69,6 +69,9 @@ func PublishRun(src, scenarioFile, dst string) (int64, error) {
 	for _, ext := range []string{"*.svg", "*.png"} {
 		plots, _ := filepath.Glob(filepath.Join(src, "plots", ext))
 		for _, p := range plots {
+			if figure.IsPrintForm(p) {
+				continue // the restoration figure's print forms: `imslab report` draws them again
+			}
 			if err := copyFile(p, filepath.Join(dst, "plots", filepath.Base(p))); err != nil {
 				return 0, err
 			}

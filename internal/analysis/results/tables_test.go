@@ -103,6 +103,9 @@ var _ = Describe("publishing", Label("unit"), func() {
 		write(filepath.Join(src, "expectations.json"), `{"passed": true}`)
 		write(filepath.Join(src, "report.md"), "[summary.json](summary.json), [calls.csv](calls.csv)\n")
 		write(filepath.Join(src, "plots", "timeline.svg"), "<svg/>")
+		write(filepath.Join(src, "plots", "restore.svg"), "<svg/>")
+		write(filepath.Join(src, "plots", "restore.col.svg"), "<svg/>")
+		write(filepath.Join(src, "plots", "restore.full.png"), "png")
 		write(filepath.Join(src, "trace.pcap"), "not kept")
 		write(filepath.Join(src, "records.jsonl"), strings.Join([]string{
 			`{"type":"call","probe":"mt","result":"ok","t_ns":1764571234000000000}`,
@@ -128,6 +131,9 @@ var _ = Describe("publishing", Label("unit"), func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(md)).To(Equal("[summary.json.gz](summary.json.gz), calls.csv (not kept)\n"))
 		Expect(filepath.Join(dst, "plots", "timeline.svg")).To(BeAnExistingFile())
+		Expect(filepath.Join(dst, "plots", "restore.svg")).To(BeAnExistingFile())
+		Expect(filepath.Join(dst, "plots", "restore.col.svg")).NotTo(BeAnExistingFile(), "print forms are drawn again")
+		Expect(filepath.Join(dst, "plots", "restore.full.png")).NotTo(BeAnExistingFile())
 		Expect(filepath.Join(dst, "scenario.yaml")).To(BeAnExistingFile())
 		Expect(filepath.Join(dst, "trace.pcap")).NotTo(BeAnExistingFile())
 		var probes map[string]results.ProbeCount
