@@ -97,10 +97,16 @@ var _ = Describe("study figures for a paper", Label("unit"), func() {
 		return study.Figure{}
 	}
 
-	It("draws restoration on a log time axis from 10 ms to 30 s with each scheme's own bound in its colour, no pooled bound", func() {
+	It("draws every figure at 3.5 in and 7 in when asked, restoration on a log time axis from 10 ms to 30 s with each scheme's own bound in its colour, no pooled bound", func() {
 		e := execute(true).Experiments[0]
+		kinds := map[string]bool{}
+		for _, fig := range e.Figures {
+			checkPrintForms(out, fig)
+			kinds[fig.Kind] = true
+		}
+		Expect(kinds).To(HaveKey("survivor_load"))
+		Expect(kinds).To(HaveKey("kpi"))
 		fig := figureOf(e, "restore")
-		checkPrintForms(out, fig)
 		for _, name := range append([]string{fig.SVG}, fig.Print[1], fig.Print[4]) {
 			b, err := os.ReadFile(filepath.Join(out, name))
 			Expect(err).NotTo(HaveOccurred())

@@ -103,14 +103,13 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		f   *fakeRunner
 		log *bytes.Buffer
 		p   *study.Plan
-		// noFigures: invocations that need no figures skip drawing (slow under the race detector); print: the
-		// figures' print forms too.
-		noFigures, printForms bool
+		// noFigures: invocations that need no figures skip drawing (slow under the race detector).
+		noFigures bool
 	)
 	BeforeEach(func() {
 		out = GinkgoT().TempDir()
 		log = &bytes.Buffer{}
-		noFigures, printForms = false, false
+		noFigures = false
 		// p/quasi-pool rep 2 has no per-user restoration times in its summary: the curve's points stand in.
 		f = &fakeRunner{sum: func(sc *scenario.Scenario, seed int64, dir string) *report.Summary {
 			s := richSummary(sc, seed, dir)
@@ -123,7 +122,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 	})
 	execute := func(resultsOnly bool) (*study.Result, error) {
 		cfg := study.Config{Plan: p, File: "s.yaml", OutDir: out, Run: f.run, Out: log, ResultsOnly: resultsOnly,
-			NoFigures: noFigures, PrintForms: printForms, Provenance: study.Collect("", []string{"imslab", "study", "s.yaml"})}
+			NoFigures: noFigures, Provenance: study.Collect("", []string{"imslab", "study", "s.yaml"})}
 		if resultsOnly {
 			cfg.Run = nil
 		}
@@ -172,8 +171,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 		Expect(hi).To(Equal([]float64{0, 0.5, 0.5}))
 	})
 
-	It("writes every figure as a screen SVG with n in every legend and in print forms, embeds them in study.md, and results.md holds study.json's numbers", func() {
-		printForms = true
+	It("writes every figure as a screen SVG with n in every legend, embeds them in study.md, and results.md holds study.json's numbers", func() {
 		_, err := execute(false)
 		Expect(err).NotTo(HaveOccurred())
 		b, err := os.ReadFile(filepath.Join(out, study.FileJSON))
@@ -187,7 +185,7 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 				kinds[fig.Kind+fig.KPI] = true
 				Expect(fig.SVG).To(HavePrefix(study.DirFigures + "/"))
 				text := svgText(filepath.Join(out, fig.SVG))
-				checkPrintForms(out, fig)
+				Expect(fig.Print).To(BeEmpty(), "print forms when asked (study.Config.PrintForms; figprint_test.go)")
 				for _, v := range e.Variants {
 					Expect(text).To(ContainSubstring(v.Variant), fig.SVG)
 					n := v.Runs
