@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -123,7 +124,14 @@ type Pool struct {
 	// StandbyAddresses are the standbys' addresses of an active-standby pool whose members each have their own
 	// address (addresses + port); with base_port the standbys take the ports after the members.
 	StandbyAddresses []string `yaml:"standby_addresses,omitempty"`
+	// Kamailio lists the members (1-based) that are not ours but Kamailio's IMS S-CSCF (ims_registrar_scscf,
+	// ims_auth, cdp as a Cx client of the HSS): a mixed pool (docs/mixed-pool.md). S-CSCF pool only, local labs
+	// only, and not under a scheme that copies registrations between members.
+	Kamailio []int `yaml:"kamailio,omitempty"`
 }
+
+// IsKamailio reports whether member k (1-based) of the pool is a Kamailio S-CSCF.
+func (p *Pool) IsKamailio(k int) bool { return slices.Contains(p.Kamailio, k) }
 
 // Protection schemes of a pool (issue 6; docs/schemes.md). The study's Table 1 compares them.
 const (

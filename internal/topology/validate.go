@@ -218,6 +218,36 @@ func (v *validator) pool(prefix string, p Pool) {
 	}
 }
 
+// kamailio checks the Kamailio members of a mixed pool (Pool.Kamailio).
+func (v *validator) kamailio(t *Topology) {
+	if len(t.Pools.PCSCF.Kamailio) > 0 {
+		v.add("pools.pcscf.kamailio", "Kamailio runs only as an S-CSCF member (the lab has no Kamailio P-CSCF)")
+	}
+	p := t.Pools.SCSCF
+	if len(p.Kamailio) == 0 {
+		return
+	}
+	seen := map[int]bool{}
+	for i, k := range p.Kamailio {
+		f := fmt.Sprintf("pools.scscf.kamailio[%d]", i)
+		switch {
+		case k < 1 || k > p.Size:
+			v.add(f, "%d: not a member of the pool (1..%d)", k, p.Size)
+		case seen[k]:
+			v.add(f, "%d: listed twice", k)
+		}
+		seen[k] = true
+	}
+	if s := p.SchemeOf(); SchemeReplicates(s) {
+		v.add("pools.scscf.kamailio", "scheme %s copies registrations between members, and Kamailio's S-CSCF "+
+			"cannot take part: use quasi-pool, load-sharing or n-plus-1", s)
+	}
+	if t.Networks != nil {
+		v.add("pools.scscf.kamailio", "Kamailio members run only in the local lab (processes or namespaces), "+
+			"not in containers")
+	}
+}
+
 // Validate checks the topology. The error lists every bad field (errors.Join of *FieldError).
 func (t *Topology) Validate() error {
 	var v validator
@@ -237,6 +267,7 @@ func (t *Topology) Validate() error {
 	v.host("icscf", t.ICSCF)
 	v.pool("pools.pcscf", t.Pools.PCSCF)
 	v.pool("pools.scscf", t.Pools.SCSCF)
+	v.kamailio(t)
 	structural := len(v.errs) == 0 // the checks of names and endpoints below need the nodes, which need these
 	v.timers("timers", t.Timers)
 	v.probing("probing", t.Probing)
