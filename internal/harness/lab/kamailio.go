@@ -81,7 +81,11 @@ type kamailioData struct {
 	ModulesDir                  string
 	CtlSocket, DBDir            string
 	CDPFile, XSDFile            string
+	Hosts                       []kamailioHost // every SIP node of the lab
 }
+
+// kamailioHost is one SIP node's name and address, for the cfg's RESOLVE route.
+type kamailioHost struct{ FQDN, HostPort string }
 
 // KamailioFiles are the paths of a Kamailio member's generated files in a run directory.
 type KamailioFiles struct {
@@ -121,6 +125,12 @@ func (l *Lab) writeKamailio(n *node) error {
 		ModulesDir: kamailioModules(),
 		CtlSocket:  filepath.Join(f.DataDir, "kamailio_ctl"), DBDir: f.DataDir,
 		CDPFile: f.CDP, XSDFile: f.XSD,
+	}
+	for _, o := range t.Nodes() {
+		switch o.Kind {
+		case topology.KindBAC, topology.KindPCSCF, topology.KindICSCF, topology.KindSCSCF:
+			d.Hosts = append(d.Hosts, kamailioHost{FQDN: o.FQDN, HostPort: o.Listen()})
+		}
 	}
 	if strings.EqualFold(nc.Log.Level, "debug") {
 		d.Debug = 3
@@ -294,8 +304,9 @@ func groupConnected(pgid int, remote string) (bool, error) {
 	return false, nil
 }
 
-// groupUsage sums the CPU seconds and resident memory of every process of a group (Kamailio's main process does
-// little: its children serve SIP and Diameter).
+// groupUsage returns the CPU seconds of every process of a group, summed (Kamailio's main process does little:
+// its children serve SIP and Diameter), and the largest resident memory of one of them (they share Kamailio's
+// shared memory pool, which a sum would count once per process).
 func groupUsage(pgid int) (cpuS float64, rss int, ok bool) {
 	procs, err := groupProcs(pgid)
 	if err != nil {
@@ -307,7 +318,7 @@ func groupUsage(pgid int) (cpuS float64, rss int, ok bool) {
 			continue
 		}
 		cpuS += st.CPUTime()
-		rss += st.ResidentMemory()
+		rss = max(rss, st.ResidentMemory())
 		ok = true
 	}
 	return cpuS, rss, ok
