@@ -169,6 +169,19 @@ type nodeEvent struct {
 	Queries int      `json:"queries"` // dns_stats
 }
 
+// requireKamailio skips when Kamailio's IMS S-CSCF is not installed, unless IMSLAB_REQUIRE_KAMAILIO is set (then
+// it fails).
+func requireKamailio() {
+	if lab.KamailioBinary() != "" {
+		return
+	}
+	if os.Getenv("IMSLAB_REQUIRE_KAMAILIO") != "" {
+		Fail("Kamailio is not installed and IMSLAB_REQUIRE_KAMAILIO is set " +
+			"(apt-get install -y kamailio kamailio-ims-modules kamailio-presence-modules)")
+	}
+	Skip("Kamailio is not installed (kamailio kamailio-ims-modules kamailio-presence-modules)")
+}
+
 // buildNodes returns the node binaries every lab spec shares (testutil.BinDir: built once per test run).
 func buildNodes(ctx SpecContext) string {
 	GinkgoHelper()
@@ -1165,6 +1178,69 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 			Expect(float64(ok)).To(BeNumerically(">=", 0.99*float64(all)), "calls answered while dnsd was gone")
 			GinkgoWriter.Printf("dns-outage: dnsd gone %s–%s; stale answers served %v (%d before the kill); calls "+
 				"%d answered of %d\n", seconds(killed-s.sum.StartNs), seconds(back-s.sum.StartNs), stale, before, ok, all)
+		})
+	})
+
+	// Issue 34: a mixed S-CSCF pool, Kamailio's IMS S-CSCF as scscf2 (docs/mixed-pool.md). Run at full length: the
+	// fallback (the phones' refresh, 27-33 s into the run) must fall inside it.
+	Context("mixed-scscf-kamailio-kill", Label("full"), func() {
+		BeforeAll(requireKamailio)
+		r := runFor("mixed-scscf-kamailio-kill", 60*time.Second)
+		It("passes its expectations: no survivor restores Kamailio's users, who come back by registering again", func() {
+			s := r()
+			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), "%s", s.output)
+			Expect(s.sum.AffectedIMPUs).NotTo(BeEmpty())
+			for _, n := range []string{"scscf1", "scscf3"} {
+				for _, e := range s.events[n] {
+					Expect(e.Kind == "takeover" && slices.Contains(s.sum.AffectedIMPUs, e.IMPU)).To(BeFalse(),
+						"%s restored %s, whose registration Kamailio held: from what?", n, e.IMPU)
+				}
+			}
+			for _, u := range s.sum.AffectedIMPUs {
+				var rereg, firstOK int64
+				for _, rec := range s.records {
+					switch {
+					case rec.TNs < s.faultNs || rec.IMPU != u:
+					case rec.Type == "register" && rec.Result == "ok" && rereg == 0:
+						rereg = rec.TNs
+					case rec.Type == "call" && rec.Direction == "mo" && rec.Result == "ok" && firstOK == 0:
+						firstOK = rec.TNs
+					}
+				}
+				Expect(rereg).NotTo(BeZero(), "%s registered again after the kill", u)
+				if firstOK != 0 {
+					Expect(firstOK).To(BeNumerically(">", rereg), "%s placed a call before it registered again", u)
+				}
+			}
+		})
+	})
+
+	Context("mixed-scscf-ours-kill", Label("full"), func() {
+		BeforeAll(requireKamailio)
+		r := runFor("mixed-scscf-ours-kill", 60*time.Second)
+		It("passes its expectations: our scscf3 restores our scscf1's users from the HSS; Kamailio restores none", func() {
+			s := r()
+			Expect(scenario.ExitCode(s.outcome, nil)).To(Equal(scenario.ExitPassed), "%s", s.output)
+			restored := map[string]bool{}
+			for _, e := range s.events["scscf3"] {
+				if e.Kind == "takeover" && slices.Contains(s.sum.AffectedIMPUs, e.IMPU) {
+					restored[e.IMPU] = true
+				}
+			}
+			Expect(2*len(restored)).To(BeNumerically(">=", len(s.sum.AffectedIMPUs)),
+				"scscf3 restored at least half of scscf1's users (%d of %v)", len(restored), s.sum.AffectedIMPUs)
+			Expect(s.events).NotTo(HaveKey("scscf2"), "Kamailio writes no events of ours")
+			// A user the I-CSCF handed to Kamailio for a terminating call: Kamailio assigns itself (SAR
+			// UNREGISTERED_USER) and answers 404 (docs/mixed-pool.md). How many is up to the run; it is printed.
+			hijacked := map[string]bool{}
+			for _, a := range s.cx {
+				if a.Cmd == "SAR" && a.SAT != nil && *a.SAT == 3 && a.TNs >= s.faultNs && strings.HasPrefix(a.Peer, "scscf2.") {
+					hijacked[a.IMPU] = true
+				}
+			}
+			GinkgoWriter.Printf("mixed-scscf-ours-kill: scscf3 restored %d of %d affected users; Kamailio assigned "+
+				"itself %d users (SAR UNREGISTERED_USER): %v\n", len(restored), len(s.sum.AffectedIMPUs), len(hijacked),
+				slices.Sorted(maps.Keys(hijacked)))
 		})
 	})
 })
