@@ -85,6 +85,8 @@ var _ = Describe("A Kamailio S-CSCF member", func() {
 		Expect(string(cfg)).To(ContainSubstring(`if ($dd == "pcscf1.ims.test") {`+"\n\t\t$du = \"sip:"+pcscf1.Listen()+`";`),
 			"the lab's names are mapped to their addresses")
 		Expect(string(cfg)).To(ContainSubstring(`save("REG_SAR_REPLY", "location", "0", "0")`), "5.6's save() takes 4 arguments")
+		Expect(string(cfg)).To(ContainSubstring(`record_route_advertised_address("scscf2.ims.test")`),
+			"Record-Route names a home-network host without a port, which a P-CSCF relays a phone's ACK and BYE to")
 		Expect(string(cfg)).To(ContainSubstring(`"registration_default_algorithm", "HSS-Selected"`))
 		Expect(string(cfg)).To(ContainSubstring(`"default_expires", 600`), "the topology's registration period")
 		xml, err := os.ReadFile(f.CDP)
