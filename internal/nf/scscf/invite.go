@@ -9,6 +9,7 @@ import (
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
 	"github.com/imslab/quasipool/internal/proto/sipx/restore"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
@@ -63,7 +64,12 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 			return
 		}
 		if b = n.restore(ctx, served, "mo", marked); b == nil {
-			n.px.Respond(stx, req, 403, "Forbidden (not registered)")
+			// The HSS holds no restoration data for the caller (registered nowhere, or by a member that stores
+			// none): the takeover cannot be done, so the UE is asked to register again at once with the
+			// restoration 504 (TS 24.229 §5.4.3.2, TS 23.380 §5.3) instead of waiting for its periodic refresh.
+			n.rec.Emit(obs.Refused{Direction: "mo", IMPU: served, CallID: sipx.CallID(req),
+				Method: string(req.Method), Reason: "no_restoration_data"})
+			n.px.RespondRestoration(stx, req, vocab.ReasonNoRestorationData)
 			return
 		}
 	}
