@@ -239,7 +239,7 @@ var _ = Describe("Parse", Label("unit"), func() {
 		Expect(t.Failover.ProvisionalTimeout).To(Equal(200 * time.Millisecond))
 		c, err := t.NodeConfig("bac")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(c.Failover.ProvisionalTimeout).To(Equal(200 * time.Millisecond), "every node gets it")
+		Expect(c.Failover.ProvisionalTimeout).To(Equal(200*time.Millisecond), "every node gets it")
 		Expect(c.Probing.Interval).To(Equal(100 * time.Millisecond))
 		Expect(c.Probing.Jitter).To(Equal(20 * time.Millisecond))
 		Expect(c.Validate()).To(Succeed())
