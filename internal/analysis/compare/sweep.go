@@ -41,8 +41,8 @@ var sweepParams = map[string]struct {
 	"probe_interval": {"OPTIONS probing interval of every node (topology.probing.interval), e.g. 1s",
 		func(sc *scenario.Scenario, v string) (float64, error) {
 			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return 0, fmt.Errorf("probe_interval %q: want a positive duration", v)
+			if err != nil || d < topology.MinProbeInterval {
+				return 0, fmt.Errorf("probe_interval %q: want a duration of at least %s", v, topology.MinProbeInterval)
 			}
 			sc.Topology.Probing.Interval = d
 			if sc.Topology.Probing.Timeout >= d {

@@ -94,7 +94,7 @@ func seconds(x float64) time.Duration { return time.Duration(math.Round(x * floa
 // sweepParams are the parameters a sweep can vary.
 var sweepParams = map[string]sweepParam{
 	"probing.interval": {doc: "OPTIONS probing interval of every node (topology.probing.interval); a probe timeout " +
-		"not shorter than the interval becomes half of it", unit: "s", parse: parseDuration(time.Millisecond, false),
+		"not shorter than the interval becomes half of it", unit: "s", parse: parseDuration(topology.MinProbeInterval, false),
 		apply: func(sc *scenario.Scenario, x float64) {
 			d := seconds(x)
 			sc.Topology.Probing.Interval = d
