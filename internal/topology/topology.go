@@ -53,6 +53,9 @@ type Topology struct {
 	Probing      Probing      `yaml:"probing"`
 	Registration Registration `yaml:"registration"`
 	Log          Log          `yaml:"log"`
+	// Failover turns fast failure detection on for every node (off by default: the study's reference scheme is
+	// probe-based detection; docs/architecture.md, "Fast failure detection").
+	Failover Failover `yaml:"failover,omitempty"`
 	// Trace bounds or switches off the nodes' message traces (docs/architecture.md, "Message trace").
 	Trace Trace `yaml:"trace,omitempty"`
 	// Overload tunes how every SIP node and the HSS shed load they cannot serve (docs/architecture.md,
@@ -199,7 +202,29 @@ type Probing struct {
 	// than this late while it waited (it was itself starved of CPU; pool.HealthConfig.LagExcuse). 0 = half the
 	// probe timeout, negative = off.
 	LagExcuse time.Duration `yaml:"lag_excuse,omitempty"`
+	// Jitter spreads each node's probes of a peer: every wait between two probes is the interval ± a uniform draw
+	// of at most this (pool.HealthConfig.Jitter). 0 = none; less than the interval.
+	Jitter time.Duration `yaml:"jitter,omitempty"`
 }
+
+// MinProbeInterval is the shortest probing interval a topology may set.
+const MinProbeInterval = 100 * time.Millisecond
+
+// Failover configures fast failure detection (docs/architecture.md, "Fast failure detection").
+type Failover struct {
+	// ProvisionalTimeout: an INVITE sent to a pool member that gets no response at all (not even 100 Trying)
+	// within this time goes to the next member, and the silence counts as a missed probe of that member
+	// (sipx.ForwarderConfig.ProvisionalTimeout). Every node then answers INVITEs 100 Trying at once. 0 (the
+	// default) = off: an INVITE waits timers.invite_no_answer. Between 50 ms and timers.invite_no_answer.
+	ProvisionalTimeout time.Duration `yaml:"provisional_timeout,omitempty"`
+}
+
+// Fast reports whether fast failure detection is on.
+func (f Failover) Fast() bool { return f.ProvisionalTimeout > 0 }
+
+// MinProvisionalTimeout is the shortest Failover.ProvisionalTimeout: below it a loaded but live hop's 100 Trying
+// would often come too late.
+const MinProvisionalTimeout = 50 * time.Millisecond
 
 // Registration configures registrations.
 type Registration struct {

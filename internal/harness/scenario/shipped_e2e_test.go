@@ -165,6 +165,7 @@ type nodeEvent struct {
 	Cmd     string   `json:"cmd"`
 	Peer    string   `json:"peer"`    // peer_state
 	State   string   `json:"state"`   // peer_state
+	Failure string   `json:"failure"` // sip_tx
 	Served  int      `json:"served"`  // dns_stale
 	Queries int      `json:"queries"` // dns_stats
 }
@@ -752,6 +753,41 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 				Expect(ok).To(BeTrue(), "%s: %s passed the INVITE on to the BAC\n%s", u, toB.To, desc)
 			}
 		})
+	})
+
+	// Fast failure detection (issue 32, docs/architecture.md): the same kills with failover.provisional_timeout
+	// 200 ms and 200 ms probes. fastDetection checks that an INVITE to the killed member was failed over for want
+	// of a 100 Trying, and that the watcher noticed within a second.
+	fastDetection := func(r func() *shippedRun, watcher string) {
+		It("fails INVITEs over on a missing 100 Trying, and the "+watcher+" noticed within a second", func() {
+			s := r()
+			nc, err := s.sc.Topology.NodeConfig(watcher)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(nc.Failover.ProvisionalTimeout).To(Equal(200*time.Millisecond), "the run used fast detection")
+			missed := map[string]int{}
+			for node, evs := range s.events {
+				for _, e := range evs {
+					if e.Kind == "sip_tx" && e.Failure == "no_provisional" && strings.HasPrefix(e.Peer, s.dead+".") &&
+						e.TNs >= s.faultNs {
+						missed[node]++
+					}
+				}
+			}
+			Expect(missed).NotTo(BeEmpty(), "some node gave up on an INVITE to %s for want of a provisional answer", s.dead)
+			Expect(s.metric("time_to_detect_s."+watcher)).To(BeNumerically("<=", 1.0), "%s%s", watcher, starvedNote(s.sum))
+		})
+	}
+
+	Context("pcscf-kill-fast", Label("full"), func() {
+		r := run("pcscf-kill-fast")
+		passesWithTakeover(r, "bac")
+		fastDetection(r, "bac")
+	})
+
+	Context("scscf-kill-fast", Label("full"), func() {
+		r := run("scscf-kill-fast")
+		passesWithTakeover(r, "icscf")
+		fastDetection(r, "icscf")
 	})
 
 	Context("pcscf-pause", Label("full"), func() {

@@ -84,7 +84,7 @@ type SIPTx struct {
 	Addr      string `json:"addr"`              // the next hop's address (ip:port)
 	Status    int    `json:"status"`            // the final status (0: none, the transaction failed)
 	LatencyUs int64  `json:"latency_us"`        // from sending the request to the end of its transaction, µs
-	Failure   string `json:"failure,omitempty"` // why it failed, when it did: timeout, transport_error, cancelled, …
+	Failure   string `json:"failure,omitempty"` // why it failed, when it did: timeout, no_provisional, transport_error, cancelled, …
 }
 
 func (SIPTx) Kind() string { return "sip_tx" }
