@@ -123,6 +123,17 @@ topology:
 		Expect(s.Name).To(Equal("my-test"))
 	})
 
+	It("reads the steady-state workload keys, and leaves lockstep without session timers by default", func() {
+		s, err := scenario.Parse([]byte("name: t\nduration: 30s\ntraffic:\n  phones: 2\n  refresh_phase: steady\n  session_expires: 30s\n"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.Traffic.RefreshPhase).To(Equal("steady"))
+		Expect(s.Traffic.SessionExpires).To(Equal(30 * time.Second))
+		s, err = scenario.Parse([]byte("name: t\nduration: 30s\ntraffic: {phones: 2}\n"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.Traffic.RefreshPhase).To(BeEmpty(), "the phones' default, lockstep")
+		Expect(s.Traffic.SessionExpires).To(BeZero())
+	})
+
 	DescribeTable("rejects a bad file, naming the field and its line",
 		func(doc, want string) {
 			Expect(parseErr(doc).Error()).To(ContainSubstring(want))
@@ -131,6 +142,14 @@ topology:
 		Entry("unknown traffic field", "name: t\nduration: 30s\ntraffic: {phones: 10, calls: 2}\n", "line 3: field calls not found"),
 		Entry("unknown topology field", minimal+"topology: {pools: {pcscf: {sise: 2}}}\n", "line 5: field sise not found"),
 		Entry("no phones", "name: t\nduration: 30s\ntraffic: {call_rate: 2}\n", "line 3: traffic.phones: must be at least 1"),
+		Entry("unknown refresh phase", "name: t\nduration: 30s\ntraffic:\n  phones: 2\n  refresh_phase: random\n",
+			`line 5: traffic.refresh_phase: must be lockstep or steady, is "random"`),
+		Entry("session interval below 2 s", "name: t\nduration: 30s\ntraffic:\n  phones: 2\n  session_expires: 1s\n",
+			"line 5: traffic.session_expires: must be 0 (off) or whole seconds of at least 2s, is 1s"),
+		Entry("session interval not whole seconds", "name: t\nduration: 30s\ntraffic: {phones: 2, session_expires: 2500ms}\n",
+			"line 3: traffic.session_expires: must be 0 (off) or whole seconds of at least 2s, is 2.5s"),
+		Entry("negative session interval", "name: t\nduration: 30s\ntraffic: {phones: 2, session_expires: -5s}\n",
+			"line 3: traffic.session_expires: must be 0 (off)"),
 		Entry("bad restoration answer", "name: t\nduration: 30s\ntraffic: {phones: 2, on_restoration_504: panic}\n",
 			`line 3: traffic.on_restoration_504: must be reregister or ignore, is "panic"`),
 		Entry("shares above 1", "name: t\nduration: 30s\ntraffic: {phones: 10, bhca: 3, idle_share: 0.7, mt_only_share: 0.5}\n",
