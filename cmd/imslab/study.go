@@ -155,7 +155,7 @@ func printPlan(out, errOut io.Writer, plan *study.Plan, dir string) int {
 	todo := 0
 	for i, r := range plan.Runs {
 		fmt.Fprintf(out, "%4d  %-70s seed %-10d %s\n", i+1, filepath.Join(dir, r.Dir), r.Seed, states[i])
-		if states[i] != "done" {
+		if !strings.HasPrefix(states[i], "done") || strings.HasSuffix(states[i], "run again)") {
 			todo++
 		}
 	}

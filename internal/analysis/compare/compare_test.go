@@ -18,6 +18,7 @@ import (
 	"github.com/imslab/quasipool/internal/analysis/compare"
 	"github.com/imslab/quasipool/internal/analysis/provenance"
 	"github.com/imslab/quasipool/internal/analysis/report"
+	"github.com/imslab/quasipool/internal/analysis/stats"
 	"github.com/imslab/quasipool/internal/harness/lab"
 	"github.com/imslab/quasipool/internal/harness/scenario"
 	"github.com/imslab/quasipool/internal/topology"
@@ -324,7 +325,14 @@ var _ = Describe("the measured Table 1", Label("unit"), func() {
 		Expect(mo.Stat.Values).To(Equal(9), "3 affected users in each of 3 runs")
 		Expect(mo.Stat.Mean).To(BeNumerically("~", 1.8, 1e-9))
 		Expect(mo.Stat.MeanCI).NotTo(BeNil())
+		Expect(mo.Stat.Method).To(Equal(stats.MethodClusterT), "users of one run are one cluster")
 		Expect(mo.Stat.P95).To(BeNil(), "9 values: no p95")
+		Expect(rep.Metric("time_to_detect_s").Stat.Method).To(Equal(stats.MethodT))
+		taken := rep.Metric("mo_taken_over").Stat
+		Expect(taken.Mean).To(Equal(1.0))
+		Expect(taken.Method).To(Equal(stats.MethodSharesRuns))
+		Expect(taken.MeanCI.Low).To(BeNumerically("~", 0.292, 1e-3), "3 of 3 runs: 0.025^(1/3), not [1, 1]")
+		Expect(taken.MeanCI.High).To(Equal(1.0))
 		Expect(rep.Metric("time_to_detect_s").Stat.Median).To(Equal(1.5))
 		md, err := os.ReadFile(filepath.Join(dir, "compare.md"))
 		Expect(err).NotTo(HaveOccurred())

@@ -42,7 +42,8 @@ func RepDir(dir string, k, repeat int) string {
 }
 
 // Repeat is repeat.json: the KPIs of K runs of one scenario (one variant) summarised over the runs
-// (internal/analysis/stats: median, mean, 95 % bootstrap CI over runs, min/max, p95 from 20 values).
+// (internal/analysis/stats: median, mean, 95 % CIs over runs as docs/compare.md says per KPI, min/max, p95 from
+// 20 values).
 type Repeat struct {
 	Scenario string `json:"scenario"`
 	Variant  string `json:"variant,omitempty"`
@@ -103,9 +104,9 @@ var repeatKPIs = []repeatKPI{
 		user: func(u report.UserKPI) *float64 { return u.MTInterruptionS }},
 	{name: "rereg_s", unit: "s", per: "user", doc: "per affected user: fault → next successful registration",
 		user: func(u report.UserKPI) *float64 { return u.ReregS }},
-	{name: "mo_taken_over", unit: "share", per: "run", doc: "share of the affected users served (MO) before re-registering",
+	{name: "mo_taken_over", unit: "share", per: "run", doc: "share of the affected users tested (users_tested) served (MO) by a call started before re-registering",
 		run: func(s *report.Summary) *float64 { return s.MO.TakenOverBeforeReregistration }},
-	{name: "mt_taken_over", unit: "share", per: "run", doc: "share of the affected users served (MT) before re-registering",
+	{name: "mt_taken_over", unit: "share", per: "run", doc: "share of the affected users tested (users_tested) served (MT) by a call started before re-registering",
 		run: func(s *report.Summary) *float64 { return s.MT.TakenOverBeforeReregistration }},
 	{name: "mo_success_after_detection", unit: "share", per: "run", doc: "affected users' MO calls answered after detection",
 		run: func(s *report.Summary) *float64 { return s.MO.SuccessRatioAfterDetection }},
@@ -182,7 +183,7 @@ func Aggregate(scenarioName, variant string, runs []RepeatRun) (*Repeat, error) 
 				}
 			}
 		}
-		st, err := stats.Clustered(groups, bootSeed)
+		st, err := summarise(k, groups, bootSeed)
 		if errors.Is(err, stats.ErrNoValues) {
 			continue
 		}
@@ -192,6 +193,22 @@ func Aggregate(scenarioName, variant string, runs []RepeatRun) (*Repeat, error) 
 		r.Metrics = append(r.Metrics, RepeatMetric{Name: k.name, Unit: k.unit, Per: k.per, Doc: k.doc, Stat: st})
 	}
 	return r, nil
+}
+
+// summarise is a KPI's summary over the runs: a share's interval is Clopper–Pearson with the runs as the trials,
+// a per-run mean's Student's t, a per-user mean's cluster-robust t (docs/compare.md, "Repetitions").
+func summarise(k repeatKPI, groups [][]float64, seed uint64) (stats.Summary, error) {
+	if k.unit != "share" || k.run == nil {
+		return stats.Clustered(groups, seed)
+	}
+	vals := make([]float64, len(groups))
+	for i, g := range groups {
+		vals[i] = math.NaN()
+		if len(g) > 0 {
+			vals[i] = g[0]
+		}
+	}
+	return stats.Share(vals, nil, seed)
 }
 
 // WriteRepeat writes repeat.json and repeat.md into dir.
@@ -221,19 +238,26 @@ func repeatMarkdown(r *Repeat) string {
 		fmt.Fprintf(&b, ", %d without", r.Failed)
 	}
 	b.WriteString(".\n\n")
-	b.WriteString("The 95 % confidence intervals are percentile bootstraps that resample whole runs (the users of one run " +
-		"share its fault instant and probe phases, so they are not independent); with few runs they are wide and " +
-		"rough (docs/compare.md, \"Repetitions\"). p95 is given from 20 values on.\n\n")
-	b.WriteString("| metric | per | runs | values | median [95 % CI] | mean [95 % CI] | min | max | p95 |\n")
-	b.WriteString("|---|---|---:|---:|---|---|---:|---:|---:|\n")
+	b.WriteString("The 95 % confidence interval of a mean is Student's t over the runs; for a per-user metric a " +
+		"cluster-robust t with the runs as clusters (the users of one run share its fault instant and probe phases, " +
+		"so they are not independent); for a share Clopper–Pearson with the runs as the trials, which never has " +
+		"zero width. A median's interval is a percentile bootstrap that resamples whole runs. With one run there is " +
+		"none (docs/compare.md, \"Repetitions\"). p95 is given from 20 values on.\n\n")
+	b.WriteString("| metric | per | runs | values | median [95 % CI] | mean [95 % CI] | mean's CI | min | max | p95 |\n")
+	b.WriteString("|---|---|---:|---:|---|---|---|---:|---:|---:|\n")
 	for _, m := range r.Metrics {
 		s := m.Stat
 		p95 := "–"
 		if s.P95 != nil {
 			p95 = num(*s.P95)
 		}
-		fmt.Fprintf(&b, "| %s (%s) | %s | %d | %d | %s %s | %s %s | %s | %s | %s |\n", m.Name, m.Unit, m.Per, s.Runs,
-			s.Values, num(s.Median), ci(s.MedianCI), num(s.Mean), ci(s.MeanCI), num(s.Min), num(s.Max), p95)
+		method := s.Method
+		if method == "" {
+			method = "–"
+		}
+		fmt.Fprintf(&b, "| %s (%s) | %s | %d | %d | %s %s | %s %s | %s | %s | %s | %s |\n", m.Name, m.Unit, m.Per,
+			s.Runs, s.Values, num(s.Median), ci(s.MedianCI), num(s.Mean), ci(s.MeanCI), method, num(s.Min), num(s.Max),
+			p95)
 	}
 	b.WriteString("\n")
 	for _, m := range r.Metrics {
@@ -267,8 +291,8 @@ func ci(i *stats.Interval) string {
 	return fmt.Sprintf("[%s, %s]", num(i.Low), num(i.High))
 }
 
-// MeanCI formats a metric for a table as "mean [CI low, high] n=runs" (the bootstrap interval need not be
-// symmetric, so both ends are given); "–" when absent.
+// MeanCI formats a metric for a table as "mean [CI low, high] n=runs" (a share's Clopper–Pearson interval need
+// not be symmetric, so both ends are given); "–" when absent.
 func (r *Repeat) MeanCI(name string) string {
 	if r == nil {
 		return "–"

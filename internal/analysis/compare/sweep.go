@@ -397,7 +397,7 @@ func PlotSweep(param string, params []Param, rows []SweepRow) ([]byte, error) {
 		}
 		for _, dir := range []string{"mt", "mo"} {
 			// One point per value of the parameter: the run's p95, or with repetitions the mean of the runs' p95
-			// with its 95 % bootstrap CI over the runs as an error bar.
+			// with its 95 % CI over the runs as an error bar (Student's t: one value per run).
 			var xs []float64
 			byX := map[float64][]float64{}
 			for _, r := range g {
@@ -441,7 +441,7 @@ func PlotSweep(param string, params []Param, rows []SweepRow) ([]byte, error) {
 			} else {
 				legend := name
 				if n := len(byX[xs[0]]); n > 1 {
-					legend += fmt.Sprintf(", n=%d runs per point, mean ± 95 %% CI", n)
+					legend += fmt.Sprintf(", n=%d runs per point, mean ± 95 %% t CI", n)
 				}
 				p.Legend.Add(legend, l, pts)
 			}

@@ -435,12 +435,14 @@ func htmlDoc(res *Result, figs []plotFile) string {
 }
 
 // repeatIntro and repeatTable are the table of the repeated runs (compare.md and compare.html): per scheme and
-// KPI, the mean with its 95 % bootstrap CI over runs.
+// KPI, the mean with its 95 % CI over runs (t, cluster-robust t or Clopper–Pearson, by KPI).
 func repeatIntro(res *Result) string {
 	return fmt.Sprintf("The table above shows the first run of each scheme. Here every scheme ran %d times with the "+
 		"seeds %d, %d, … (interleaved across schemes: the first run of every scheme, then the second, …); each cell "+
 		"is the mean [95 %% CI] over the runs, n = runs with a value, and for per-user metrics the number of users "+
-		"pooled. The CI is a percentile bootstrap that resamples whole runs (docs/compare.md, \"Repetitions\"). "+
+		"pooled. The CI of a mean is Student's t over the runs, of a per-user mean (interruptions) the "+
+		"cluster-robust t with the runs as clusters, of a share (taken over) Clopper–Pearson with the runs as the "+
+		"trials (docs/compare.md, \"Repetitions\"). "+
 		"Per scheme: <scheme>/repeat.md.", res.Repeat, res.Seed, res.Seed+1)
 }
 

@@ -11,7 +11,8 @@ import (
 )
 
 // Run health thresholds: a run is valid for timing only when no node stalled longer than MaxStallMs (its own
-// timers ran that late, lag_stats) and no other lab ran beside it (docs/report.md, "Run health").
+// timers ran that late, lag_stats), the machine's runnable load (the median of its 1-minute load average over
+// the run) stayed within its CPUs, and no other lab ran beside it (docs/report.md, "Run health").
 const MaxStallMs = 100
 
 // Health is the run's own record of the machine it ran on: whether its timings measure the design or the
@@ -39,8 +40,9 @@ type Health struct {
 	ProcsRunningMax     int     `json:"procs_running_max"`
 	StealMax            float64 `json:"steal_max"`
 	OtherLabProcsMedian float64 `json:"other_lab_procs_median"`
-	// Overcommitted: the median of the runnable threads exceeded the CPUs. Recorded, not a reason: validity rests
-	// on the nodes' own stalls (docs/report.md, "Run health").
+	// Overcommitted: the median of the runnable threads (one instant each second) exceeded the CPUs. Recorded,
+	// not a reason: the reason is the load average's median above the CPUs, which smooths the phones' bursts
+	// the once-a-second samples fall on (docs/report.md, "Run health").
 	Overcommitted bool `json:"overcommitted,omitempty"`
 }
 
@@ -89,10 +91,14 @@ func (a *analysis) health(r *run) {
 	case h.Samples == 0:
 		h.Reasons = append(h.Reasons, "no machine samples: nothing shows the machine was quiet")
 	default:
-		// More runnable threads than CPUs is recorded, not held against the run: a lone lab of ten nodes and
-		// the phones keeps a 2-core machine at a 1-minute load of about 3 while its nodes' timers run a few ms
-		// late, and the samples fall on the phones' call bursts. The node stalls are the direct evidence.
+		// The machine's runnable load over the run, the 1-minute load average's median, above its CPUs: the
+		// nodes queued for CPU, whether or not their own timers caught it in a 50 ms wake-up. The instant
+		// count of runnable threads is recorded only: its once-a-second samples fall on the phones' bursts.
 		h.Overcommitted = h.ProcsRunningMedian > float64(h.CPUs)
+		if h.CPUs > 0 && h.Load1Median > float64(h.CPUs) {
+			h.Reasons = append(h.Reasons, fmt.Sprintf("the machine's runnable load exceeded its CPUs (1-minute "+
+				"load average median %.2f on %d CPUs)", h.Load1Median, h.CPUs))
+		}
 		if h.OtherLabProcsMedian > 0 {
 			h.Reasons = append(h.Reasons, fmt.Sprintf("another lab ran beside this one (median %g node processes not this lab's)",
 				h.OtherLabProcsMedian))

@@ -77,22 +77,36 @@ var _ = Describe("the run's health record", Label("unit"), func() {
 	It("says a run is invalid when another lab ran beside it", func() {
 		s := build(func(r *runDir) {
 			for t := 1.1; t <= 10; t += 0.5 { // most of the samples
-				r.event("lab", "machine", t, map[string]any{"load1": 6, "procs_running": 1, "cpus": 2, "other_labs": 10})
+				r.event("lab", "machine", t, map[string]any{"load1": 1.5, "procs_running": 1, "cpus": 2, "other_labs": 10})
 			}
 		})
 		Expect(s.Health.Valid).To(BeFalse())
 		Expect(s.Health.Reasons).To(ConsistOf(ContainSubstring("another lab ran beside this one")))
 	})
 
-	It("records more runnable threads than CPUs without holding it against a run whose nodes were not stalled", func() {
+	It("records more runnable threads than CPUs at the sampled instants without holding it against the run", func() {
 		s := build(func(r *runDir) {
 			for t := 1.1; t <= 10; t += 0.5 {
-				r.event("lab", "machine", t, map[string]any{"load1": 3, "procs_running": 4, "cpus": 2, "other_labs": 0})
+				r.event("lab", "machine", t, map[string]any{"load1": 1.8, "procs_running": 4, "cpus": 2, "other_labs": 0})
 			}
 		})
 		Expect(s.Health.Valid).To(BeTrue(), "%v", s.Health.Reasons)
 		Expect(s.Health.Overcommitted).To(BeTrue())
 		Expect(s.Health.Describe()).To(ContainSubstring("runnable median 4, more than the CPUs"))
+	})
+
+	It("says a run is invalid when the machine's load over the run exceeded its CPUs, though no node stalled", func() {
+		s := build(func(r *runDir) {
+			for t := 1.1; t <= 10; t += 0.5 {
+				r.event("lab", "machine", t, map[string]any{"load1": 2.08, "procs_running": 2, "cpus": 2, "other_labs": 0})
+			}
+		})
+		Expect(s.Health.MaxStallMs).To(BeNumerically("<=", report.MaxStallMs))
+		Expect(s.Health.Load1Median).To(Equal(2.08))
+		Expect(s.Health.Valid).To(BeFalse())
+		Expect(s.Health.Reasons).To(ConsistOf(ContainSubstring("load average median 2.08 on 2 CPUs")))
+		v, _ := s.Lookup("health.valid")
+		Expect(v).To(BeZero())
 	})
 
 	It("does not call a run without samples valid", func() {

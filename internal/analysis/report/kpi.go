@@ -18,6 +18,8 @@ type affectedUser struct {
 	fault   *Fault
 	t0Ns    int64 // the fault's instant
 	reregNs int64 // the user's next successful (re-)registration after t0; 0 = none before the end of the run
+	// reregKind is that registration's kind ("refresh", "initial", "restoration": one a restoration 504 set off).
+	reregKind string
 }
 
 // analysis is the summary plus what the other outputs (CSV, plot, ladders) need.
@@ -198,10 +200,11 @@ func (a *analysis) detect(r *run, f *Fault) {
 
 // findAffected marks the users whose last successful registration before a fault went through its target.
 func (a *analysis) findAffected(r *run) {
-	regs := map[string][]int64{} // successful (re-)registrations per user, in time order
-	for _, x := range r.records {
+	regs := map[string][]*record{} // successful (re-)registrations per user, in time order
+	for i := range r.records {
+		x := &r.records[i]
 		if x.Type == "register" && x.ok() && x.Kind != "deregister" {
-			regs[x.IMPU] = append(regs[x.IMPU], x.TNs)
+			regs[x.IMPU] = append(regs[x.IMPU], x)
 		}
 	}
 	for i := range a.s.Faults {
@@ -227,9 +230,9 @@ func (a *analysis) findAffected(r *run) {
 				continue // an earlier fault affected it already
 			}
 			u := &affectedUser{impu: impu, fault: f, t0Ns: f.t0Ns}
-			for _, t := range regs[impu] {
-				if t > f.t0Ns {
-					u.reregNs = t
+			for _, x := range regs[impu] {
+				if x.TNs > f.t0Ns {
+					u.reregNs, u.reregKind = x.TNs, x.Kind
 					break
 				}
 			}
@@ -319,11 +322,14 @@ func (a *analysis) direction(r *run, dir string) Direction {
 		}
 		d.AttemptsAfterDetection, d.SucceededAfterDetection = d.Attempts, d.Succeeded
 		d.SuccessRatioAfterDetection = ratio(d.Succeeded, d.Attempts)
-		d.UsersAttempted, d.AffectedUsersWithSuccess = len(users), len(ok)
+		d.UsersAttempted, d.AffectedUsersWithSuccess, d.UsersTested = len(users), len(ok), len(users)
 		return d
 	}
 	attempted := map[string]bool{}
 	firstOK := map[string]int64{}
+	// tested: users with a call in this direction, started before their next re-registration, that tested the
+	// takeover: one that succeeded, or one placed after the fault was detected (before it, every scheme fails).
+	tested := map[string]bool{}
 	for _, x := range r.records {
 		u, aff := a.affected[x.IMPU]
 		if x.Type != "call" || x.Direction != dir || !aff || x.TNs < u.t0Ns {
@@ -331,8 +337,17 @@ func (a *analysis) direction(r *run, dir string) Direction {
 		}
 		d.Attempts++
 		attempted[x.IMPU] = true
+		beforeRereg := u.reregNs == 0 || x.TNs < u.reregNs
+		if beforeRereg && (x.ok() || x.TNs >= u.fault.detectNs) {
+			tested[x.IMPU] = true
+		}
 		if x.ok() {
 			d.Succeeded++
+			// Taken over: a successful call that started before the user re-registered (its answer may come
+			// after the registration; the network took the call without it).
+			if beforeRereg {
+				a.takenOver[dir][x.IMPU] = true
+			}
 			// Service is back when the first call started after the fault is answered.
 			answered := x.TNs
 			if x.Setup200 != nil {
@@ -355,12 +370,19 @@ func (a *analysis) direction(r *run, dir string) Direction {
 	for impu, t := range firstOK {
 		u := a.affected[impu]
 		interruptions = append(interruptions, float64(t-u.t0Ns)/1e9)
-		if u.reregNs == 0 || t < u.reregNs {
-			d.AffectedUsersWithSuccess++
-			a.takenOver[dir][impu] = true
+	}
+	d.AffectedUsersWithSuccess = len(a.takenOver[dir])
+	// A user whose periodic refresh came before any test of the takeover is no evidence either way: it left the
+	// denominator. One whose re-registration the fault itself set off (after a restoration 504) stays: the network
+	// did not serve it without one.
+	for impu := range attempted {
+		u := a.affected[impu]
+		if !tested[impu] && u.reregNs != 0 && u.reregKind != "restoration" {
+			d.RefreshedFirst++
 		}
 	}
-	d.TakenOverBeforeReregistration = ratio(d.AffectedUsersWithSuccess, d.UsersAttempted)
+	d.UsersTested = d.UsersAttempted - d.RefreshedFirst
+	d.TakenOverBeforeReregistration = ratio(d.AffectedUsersWithSuccess, d.UsersTested)
 	d.InterruptionS = percentiles(interruptions)
 	a.firstOK[dir] = firstOK
 	if dir == "mt" {

@@ -78,8 +78,9 @@ func kpiRows(s *Summary) []kpiRow {
 			kpiRow{d.n + " calls after the fault (succeeded/attempts)", fmt.Sprintf("%d / %d", d.v.Succeeded, d.v.Attempts)},
 			kpiRow{d.n + " success ratio after detection", fmt.Sprintf("%s (%d / %d)", fmtRatio(d.v.SuccessRatioAfterDetection),
 				d.v.SucceededAfterDetection, d.v.AttemptsAfterDetection)},
-			kpiRow{d.n + " taken over before re-registration", fmt.Sprintf("%s (%d of %d users)",
-				fmtRatio(d.v.TakenOverBeforeReregistration), d.v.AffectedUsersWithSuccess, d.v.UsersAttempted)},
+			kpiRow{d.n + " taken over before re-registration", fmt.Sprintf("%s (%d of %d users tested; %d more "+
+				"refreshed their registration before any test)", fmtRatio(d.v.TakenOverBeforeReregistration),
+				d.v.AffectedUsersWithSuccess, d.v.UsersTested, d.v.RefreshedFirst)},
 			kpiRow{d.n + " interruption", fmtPct(d.v.InterruptionS)},
 		)
 	}
@@ -93,13 +94,23 @@ func kpiRows(s *Summary) []kpiRow {
 		for _, c := range []struct {
 			n string
 			c KMCurve
-		}{{"MT", sv.MT}, {"MO", sv.MO}, {"service (MT and MO)", sv.Service},
-			{"service, at the probes' answer", sv.ServiceAnswered}} {
+		}{{"MT (answered)", sv.MT}, {"MO (answered)", sv.MO}, {"service (MT and MO answered)", sv.Service},
+			{"setup started (probe placed)", sv.SetupStarted}} {
 			rows = append(rows, kpiRow{"time to restore, " + c.n, fmt.Sprintf("median %s; %d of %d users restored, %d censored",
 				med(c.c), c.c.Restored, c.c.N, c.c.Censored)})
 		}
-		rows = append(rows, kpiRow{"restored by detection + one probe interval",
-			fmt.Sprintf("%.3f of users by %.3f s (probes every %g s)", sv.RestoredAtBound, sv.BoundS, sv.IntervalS)})
+		if sv.Legacy != "" {
+			rows = append(rows, kpiRow{"restoration timing", "converted: " + sv.Legacy})
+		}
+		rows = append(rows, kpiRow{"detection, first and last node",
+			fmt.Sprintf("%.3f s and %.3f s after the fault", sv.DetectedFirstS, sv.DetectedLastS)})
+		rows = append(rows, kpiRow{"restored by last detection + one probe interval",
+			fmt.Sprintf("%.3f [%.3f, %.3f] of users by %.3f s (probes every %g s)", sv.RestoredAtBound,
+				sv.RestoredAtBoundBand[0], sv.RestoredAtBoundBand[1], sv.BoundS, sv.IntervalS)})
+		for _, rd := range sv.RestoredAt {
+			rows = append(rows, kpiRow{fmt.Sprintf("restored by %g s", rd.TS),
+				fmt.Sprintf("%.3f [%.3f, %.3f]", rd.Restored, rd.Lo, rd.Hi)})
+		}
 		if sv.NotProbed > 0 {
 			rows = append(rows, kpiRow{"affected users probed", fmt.Sprintf("%d of %d (the curves are theirs; the "+
 				"others were outside reachability.sample or behind a fault that starts no probes)", sv.Users, sv.Users+sv.NotProbed)})

@@ -219,7 +219,7 @@ var _ = Describe("Build", Label("unit"), func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(recs).To(HaveLen(4))
 			Expect(recs[3]).To(Equal([]string{impu(3), "pcscf1", "10", "10", "11.1", "12.105", "false", "false",
-				"", "", "", ""}), "no reachability probes: no restore times")
+				"", "", "", "", ""}), "no reachability probes: no restore times")
 		})
 
 		It("counts the signalling per affected and per other user after the fault", func() {
@@ -258,7 +258,13 @@ var _ = Describe("Build", Label("unit"), func() {
 			Entry(nil, "mt.succeeded", 3.0),
 			Entry(nil, "mt.success_ratio_after_detection", 1.0),
 			Entry(nil, "mt.affected_users_with_success", 2.0),
-			Entry(nil, "mt.taken_over_before_reregistration", 0.666667),
+			// user3's periodic refresh at 20 s came before any call to it: no test of the MT takeover.
+			Entry(nil, "mt.refreshed_first", 1.0),
+			Entry(nil, "mt.users_tested", 2.0),
+			Entry(nil, "mt.taken_over_before_reregistration", 1.0),
+			// MO: user3's 503 at 18 s came after the detection and before its refresh: tested, not taken over.
+			Entry(nil, "mo.refreshed_first", 0.0),
+			Entry(nil, "mo.users_tested", 3.0),
 			Entry(nil, "mt.interruption_s.p50", 6.15),
 			Entry(nil, "mt.interruption_s.p95", 12.105),
 			Entry(nil, "mt.interruption_s.max", 12.105),
@@ -411,7 +417,8 @@ var _ = Describe("Build", Label("unit"), func() {
 			Expect(err).NotTo(HaveOccurred())
 			md := string(b)
 			Expect(md).To(ContainSubstring("| affected users | 3 |"))
-			Expect(md).To(ContainSubstring("| MO taken over before re-registration | 66.7 % (2 of 3 users) |"))
+			Expect(md).To(ContainSubstring("| MO taken over before re-registration | 66.7 % (2 of 3 users tested; 0 more refreshed their " +
+				"registration before any test) |"))
 			Expect(md).To(ContainSubstring("(plots/call_success.svg)"))
 			Expect(md).To(ContainSubstring("(plots/ladder_mo.svg) ([PNG](plots/ladder_mo.png))"))
 			for _, f := range []string{"plots/call_success.svg", "plots/call_attempts.svg"} {

@@ -169,10 +169,16 @@ type Direction struct {
 	SuccessRatioAfterDetection *float64 `json:"success_ratio_after_detection,omitempty"`
 	// UsersAttempted: affected users with at least one call in this direction after the fault.
 	UsersAttempted int `json:"users_attempted"`
-	// AffectedUsersWithSuccess: affected users with a successful call after the fault and before their next
-	// re-registration.
+	// AffectedUsersWithSuccess: affected users taken over, with a successful call that started after the fault
+	// and before their next re-registration (its answer may come after it).
 	AffectedUsersWithSuccess int `json:"affected_users_with_success"`
-	// TakenOverBeforeReregistration = AffectedUsersWithSuccess / UsersAttempted.
+	// RefreshedFirst: attempting users whose periodic re-registration came before any test of the takeover (no
+	// call that succeeded, nor one placed after the fault's first detection, before it). They are no evidence
+	// either way. A registration a restoration 504 set off is not a periodic refresh: those users stay tested.
+	// UsersTested = UsersAttempted − RefreshedFirst.
+	RefreshedFirst int `json:"refreshed_first"`
+	UsersTested    int `json:"users_tested"`
+	// TakenOverBeforeReregistration = AffectedUsersWithSuccess / UsersTested.
 	TakenOverBeforeReregistration *float64 `json:"taken_over_before_reregistration,omitempty"`
 	// InterruptionS: per affected user with a successful call after the fault, fault → start of that call.
 	InterruptionS *Percentiles `json:"interruption_s,omitempty"`

@@ -29,17 +29,21 @@ type UserKPI struct {
 	// that direction was answered (absent: none after the fault).
 	MOInterruptionS *float64 `json:"mo_interruption_s,omitempty"`
 	MTInterruptionS *float64 `json:"mt_interruption_s,omitempty"`
-	// MOTakenOver and MTTakenOver: that first successful call started before the next re-registration.
+	// MOTakenOver and MTTakenOver: a successful call in that direction started after the fault and before the
+	// next re-registration.
 	MOTakenOver bool `json:"mo_taken_over"`
 	MTTakenOver bool `json:"mt_taken_over"`
 	// From the reachability probes (Summary.Survival; absent without probes): seconds from the fault to the
-	// start of the first successful (answered) MT and MO probe, and to both (RestoreS; MT alone for users that place no
-	// calls). Censored: not restored by the end of the run. Probed: the user was probed.
-	MTRestoreS *float64 `json:"mt_restore_s,omitempty"`
-	MORestoreS *float64 `json:"mo_restore_s,omitempty"`
-	RestoreS   *float64 `json:"restore_s,omitempty"`
-	Censored   bool     `json:"censored,omitempty"`
-	Probed     bool     `json:"probed,omitempty"`
+	// answer (200) of the first successful MT and MO probe, and to both (RestoreS; MT alone for users that place
+	// no calls). SetupStartedS is RestoreS timed at those probes' start instead. Censored: not restored by the end
+	// of the run. Probed: the user was probed. A summary written before restoration was timed at the answer has
+	// its MT, MO and restore times dropped when read, and its old restore time as SetupStartedS.
+	MTRestoreS    *float64 `json:"mt_restore_s,omitempty"`
+	MORestoreS    *float64 `json:"mo_restore_s,omitempty"`
+	RestoreS      *float64 `json:"restore_s,omitempty"`
+	SetupStartedS *float64 `json:"setup_started_s,omitempty"`
+	Censored      bool     `json:"censored,omitempty"`
+	Probed        bool     `json:"probed,omitempty"`
 }
 
 // Signalling counts the messages after the fault, per user, to price a takeover. Affected users are counted from
@@ -213,7 +217,8 @@ func writeUsers(path string, s *Summary) error {
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
 	_ = w.Write([]string{"impu", "fault", "t0_s", "rereg_s", "mo_interruption_s", "mt_interruption_s",
-		"mo_taken_over", "mt_taken_over", "mt_restore_s", "mo_restore_s", "restore_s", "censored"})
+		"mo_taken_over", "mt_taken_over", "mt_restore_s", "mo_restore_s", "restore_s", "censored",
+		"setup_started_s"})
 	opt := func(p *float64) string {
 		if p == nil {
 			return ""
@@ -226,7 +231,7 @@ func writeUsers(path string, s *Summary) error {
 		_ = w.Write([]string{u.IMPU, u.Fault, strconv.FormatFloat(u.T0S, 'f', -1, 64), opt(u.ReregS),
 			opt(u.MOInterruptionS), opt(u.MTInterruptionS), strconv.FormatBool(u.MOTakenOver),
 			strconv.FormatBool(u.MTTakenOver), opt(u.MTRestoreS), opt(u.MORestoreS), opt(u.RestoreS),
-			censored(u)})
+			censored(u), opt(u.SetupStartedS)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

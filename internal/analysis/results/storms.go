@@ -17,11 +17,11 @@ var stormRows = []struct {
 }{
 	{"affected users", func(s *report.Summary, _ map[string]ProbeCount) string { return itoa(s.AffectedUsers) }},
 	{"affected users probed (reachability.sample)", survival(func(v *report.Survival) string { return itoa(v.Users) })},
-	{"probed users restored by detection + one probe interval", survival(func(v *report.Survival) string { return num(v.RestoredAtBound) })},
-	{"probed users restored by the end (MT and MO)", survival(func(v *report.Survival) string {
+	{"probed users answered again by the last detection + one probe interval", survival(func(v *report.Survival) string { return num(v.RestoredAtBound) })},
+	{"probed users answered again by the end (MT and MO)", survival(func(v *report.Survival) string {
 		return fmt.Sprintf("%d of %d", v.Service.Restored, v.Service.N)
 	})},
-	{"median time to restore, probed users (s)", survival(func(v *report.Survival) string {
+	{"median time to the answer, probed users (s)", survival(func(v *report.Survival) string {
 		if v.Service.MedianS == nil {
 			return "not reached"
 		}

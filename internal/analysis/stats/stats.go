@@ -1,10 +1,12 @@
-// Package stats summarises a measurement repeated over several runs: median, mean, a 95 % confidence interval by
-// bootstrap over runs, min/max and, with enough values, the 95th percentile (docs/compare.md, "Repetitions").
+// Package stats summarises a measurement repeated over several runs: median, mean, 95 % confidence intervals,
+// min/max and, with enough values, the 95th percentile (docs/compare.md, "Repetitions").
 //
 // The unit of repetition is the run. A metric may have one value per run (the time to detect a fault, the share
 // of users taken over) or one value per user in every run (each affected user's interruption); the users of one
-// run share its fault instant, its probe phases and its load, so they are not independent draws, and the
-// confidence interval resamples whole runs (a cluster bootstrap), never single users.
+// run share its fault instant, its probe phases and its load, so they are not independent draws. The interval
+// of a mean is Student's t over the runs, or for a per-user metric a cluster-robust t with the runs as clusters;
+// a share's is Clopper–Pearson on an effective n (Share); a difference of two schemes run with the same seeds is
+// paired (Paired). Only the median's interval is a percentile bootstrap, resampling whole runs.
 package stats
 
 import (
@@ -36,12 +38,18 @@ type Summary struct {
 	// Median and Mean of all values (a per-user metric pools the users of every run).
 	Median float64 `json:"median"`
 	Mean   float64 `json:"mean"`
-	// MeanCI and MedianCI are the 95 % percentile-bootstrap intervals of the mean and the median, resampling
-	// whole runs; absent with fewer than two runs.
+	// MeanCI is the 95 % interval of the mean, made as Method says (t, cluster-robust t, Clopper–Pearson);
+	// MedianCI the percentile-bootstrap interval of the median, resampling whole runs. Both are absent with
+	// fewer than two runs.
 	MeanCI   *Interval `json:"mean_ci95,omitempty"`
 	MedianCI *Interval `json:"median_ci95,omitempty"`
-	Min      float64   `json:"min"`
-	Max      float64   `json:"max"`
+	Method   string    `json:"ci_method,omitempty"`
+	// NEff is the number of trials behind a Clopper–Pearson interval (Korn–Graubard's effective n of users, or
+	// the runs); DesignEffect the design effect the users were divided by.
+	NEff         *float64 `json:"n_eff,omitempty"`
+	DesignEffect *float64 `json:"design_effect,omitempty"`
+	Min          float64  `json:"min"`
+	Max          float64  `json:"max"`
 	// P95 is the empirical 95th percentile, given only from MinForP95 values.
 	P95 *float64 `json:"p95,omitempty"`
 	// PerRun is each run's own mean (its single value for a per-run metric), in run order; nil (JSON null) for a
@@ -75,7 +83,8 @@ func PerRun(values []float64, seed uint64) (Summary, error) {
 	return Clustered(groups, seed)
 }
 
-// Clustered summarises a metric with any number of values per run (groups[i]: the values of run i). The
+// Clustered summarises a metric with any number of values per run (groups[i]: the values of run i): the mean's
+// interval is Student's t over the runs when every run has one value, else the cluster-robust t. The median's
 // bootstrap draws runs with replacement from a generator seeded with seed, so a summary is reproducible.
 func Clustered(groups [][]float64, seed uint64) (Summary, error) {
 	return ClusteredN(groups, seed, Resamples)
@@ -115,7 +124,11 @@ func ClusteredN(groups [][]float64, seed uint64, resamples int) (Summary, error)
 		s.P95 = &p
 	}
 	if len(runs) >= 2 {
-		s.MeanCI, s.MedianCI = bootstrap(runs, seed, resamples)
+		s.MedianCI = bootstrap(runs, seed, resamples)
+		s.MeanCI, s.Method = clusterT(runs), MethodT
+		if len(all) > len(runs) {
+			s.Method = MethodClusterT
+		}
 	}
 	return s, nil
 }
@@ -133,10 +146,9 @@ func Median(sorted []float64) float64 {
 	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
-// bootstrap returns percentile intervals of the mean and the median of the pooled values, resampling runs.
-func bootstrap(runs [][]float64, seed uint64, resamples int) (*Interval, *Interval) {
+// bootstrap returns the percentile interval of the median of the pooled values, resampling runs.
+func bootstrap(runs [][]float64, seed uint64, resamples int) *Interval {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5bd1e9955bd1e995))
-	means := make([]float64, resamples)
 	medians := make([]float64, resamples)
 	var pool []float64
 	for b := range resamples {
@@ -144,11 +156,10 @@ func bootstrap(runs [][]float64, seed uint64, resamples int) (*Interval, *Interv
 		for range runs {
 			pool = append(pool, runs[rng.IntN(len(runs))]...)
 		}
-		means[b] = stat.Mean(pool, nil)
 		slices.Sort(pool)
 		medians[b] = Median(pool)
 	}
-	return percentileInterval(means), percentileInterval(medians)
+	return percentileInterval(medians)
 }
 
 func percentileInterval(x []float64) *Interval {

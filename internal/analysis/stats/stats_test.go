@@ -42,9 +42,13 @@ var _ = Describe("summaries over runs", Label("unit"), func() {
 		Expect(s.Mean).To(Equal(4.0))
 		Expect(s.PerRun).To(HaveExactElements(gstruct.PointTo(Equal(2.0)), gstruct.PointTo(Equal(10.0)), BeNil()))
 		Expect(s.MeanCI).NotTo(BeNil())
+		Expect(s.Method).To(Equal(stats.MethodClusterT))
+		// Cluster-robust: the runs' residual sums are −6 and 6 around 4; V = 2/1 · 72 / 16 = 9, t(1) = 12.706.
+		Expect(s.MeanCI.Low).To(BeNumerically("~", 4-12.7062*3, 1e-3))
+		Expect(s.MeanCI.High).To(BeNumerically("~", 4+12.7062*3, 1e-3))
 		// Only two runs: the resampled pools are {1,2,3}×2, {10}×2 or one of each.
-		Expect(s.MeanCI.Low).To(Equal(2.0))
-		Expect(s.MeanCI.High).To(Equal(10.0))
+		Expect(s.MedianCI.Low).To(Equal(2.0))
+		Expect(s.MedianCI.High).To(Equal(10.0))
 	})
 
 	It("gives p95 from 20 values on", func() {
@@ -76,7 +80,7 @@ var _ = Describe("summaries over runs", Label("unit"), func() {
 
 	It("covers the true mean of a clustered distribution about 95 % of the time", func() {
 		// 100 synthetic experiments of 20 runs, each run with its own offset (a run effect, sd 1) and 10 users
-		// (sd 1 around it): the true mean is 3. A bootstrap that treated users as independent would be far too
+		// (sd 1 around it): the true mean is 3. An interval that treated users as independent would be far too
 		// narrow and cover much less often.
 		rng := rand.New(rand.NewPCG(1, 2))
 		const experiments, runs, users, truth = 100, 20, 10, 3.0
@@ -105,8 +109,8 @@ var _ = Describe("summaries over runs", Label("unit"), func() {
 			}
 		}
 		AddReportEntry("coverage", map[string]int{"clustered": covered, "naive": naiveCovered, "of": experiments})
-		// Percentile bootstrap with 20 clusters under-covers a little; binomial sd at 0.95 of 100 is 2.2 %.
-		Expect(float64(covered) / experiments).To(BeNumerically(">=", 0.85))
+		// The cluster-robust t is nominal at 20 clusters; binomial sd at 0.95 of 100 is 2.2 %.
+		Expect(float64(covered) / experiments).To(BeNumerically(">=", 0.9))
 		Expect(float64(naiveCovered)/experiments).To(BeNumerically("<", 0.75), "users are not independent")
 	})
 })

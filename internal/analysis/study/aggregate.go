@@ -27,12 +27,16 @@ type Result struct {
 	Quick       bool   `json:"quick"`
 	// RunsPlanned, RunsDone (with a report, run now or found done), RunsSkipped (found done) and RunsFailed
 	// count the plan's runs so far.
-	RunsPlanned int                `json:"runs_planned"`
-	RunsDone    int                `json:"runs_done"`
-	RunsSkipped int                `json:"runs_skipped"`
-	RunsFailed  int                `json:"runs_failed"`
-	Provenance  Provenance         `json:"provenance"`
-	Experiments []ExperimentResult `json:"experiments"`
+	RunsPlanned int `json:"runs_planned"`
+	RunsDone    int `json:"runs_done"`
+	RunsSkipped int `json:"runs_skipped"`
+	RunsFailed  int `json:"runs_failed"`
+	// RunsInvalid are the runs left out as invalid by their health record, RunsHealthUnknown those aggregated
+	// without one (VariantResult).
+	RunsInvalid       int                `json:"runs_invalid"`
+	RunsHealthUnknown int                `json:"runs_health_unknown"`
+	Provenance        Provenance         `json:"provenance"`
+	Experiments       []ExperimentResult `json:"experiments"`
 	// Sweeps are the study's sweeps: their experiments' headline KPIs per value and scheme.
 	Sweeps []SweepResult `json:"sweeps,omitempty"`
 	// Claims are the study file's claims with their verdicts (claims.go).
@@ -72,6 +76,15 @@ type VariantResult struct {
 	RunDirs  []string  `json:"run_dirs"`
 	ElapsedS []float64 `json:"elapsed_s"`
 	Errors   []string  `json:"errors,omitempty"`
+	// Invalid counts the runs left out because their health record declares them invalid (summary.json
+	// health.valid false: a node stalled, the machine's load exceeded its CPUs, another lab ran), InvalidRuns
+	// names them with the reasons; SetAside are invalid runs the runner set aside and ran again
+	// (<dir>.invalid-<k>); HealthUnknown are the runs aggregated without a health record (made before it
+	// existed), which nothing shows were quiet.
+	Invalid       int      `json:"invalid"`
+	InvalidRuns   []string `json:"invalid_runs,omitempty"`
+	SetAside      []string `json:"set_aside,omitempty"`
+	HealthUnknown []string `json:"health_unknown,omitempty"`
 	// Metrics are the KPIs over the runs (compare's repetition KPIs, then the survival ones).
 	Metrics []compare.RepeatMetric `json:"metrics"`
 }
@@ -87,53 +100,86 @@ func (v *VariantResult) Metric(name string) *compare.RepeatMetric {
 }
 
 // survivalKPIs are per-run values from the reachability probes' Kaplan–Meier curves (summary.json "survival",
-// docs/report.md); runs without probes have none.
-var survivalKPIs = []struct {
-	name, unit, doc string
-	val             func(*report.Survival) *float64
-}{
-	{"restored_at_bound", "share", "share of the affected users whose MT and MO service is restored (Kaplan–Meier) " +
-		"by detection + one probe interval (survival.restored_at_bound)",
-		func(s *report.Survival) *float64 { return fp(s.RestoredAtBound) }},
+// docs/report.md), timed at the answer: a user is restored when a call to it, and for a caller a call from it, is
+// answered again. Runs without probes have none; a summary written before restoration was timed at the answer is
+// converted when read (survival.legacy) and has no MT or MO curve of its own.
+var survivalKPIs = append([]survivalKPI{
+	{"restored_at_bound", "share", "share of the affected users whose MT and MO calls are answered again " +
+		"(Kaplan–Meier) by the run's own bound, the last node's detection + one probe interval " +
+		"(survival.restored_at_bound)",
+		func(s *report.Survival) *float64 { return curveAt(s.Service, s.BoundS) }},
 	{"mt_restored_at_bound", "share", "the same for MT alone", func(s *report.Survival) *float64 {
-		if s.MT.N == 0 {
-			return nil
-		}
-		return fp(s.MT.At(s.BoundS))
+		return curveAt(s.MT, s.BoundS)
 	}},
 	{"mo_restored_at_bound", "share", "the same for MO alone (users that place calls)", func(s *report.Survival) *float64 {
-		if s.MO.N == 0 {
-			return nil
-		}
-		return fp(s.MO.At(s.BoundS))
+		return curveAt(s.MO, s.BoundS)
 	}},
-	{"restore_bound_s", "s", "detection + one probe interval: the instant the previous three are read at",
+	{"restore_bound_s", "s", "the run's own bound, the last node's detection + one probe interval: the instant the " +
+		"previous three are read at (survival.bound_s)",
 		func(s *report.Survival) *float64 { return fp(s.BoundS) }},
-	{"restored_at_5s", "share", "share of the affected users whose MT and MO service is restored within 5 s of " +
-		"their fault (Kaplan–Meier): a fixed instant, where restored_at_bound moves with the last node to notice " +
-		"the fault (an idle standby that notices late pushes the bound out; studies/risk.yaml, sync-partition)",
-		func(s *report.Survival) *float64 {
-			if s.Service.N == 0 {
-				return nil
-			}
-			return fp(s.Service.At(5))
-		}},
-	{"restored_at_end", "share", "share of the probed users restored (MT and MO) by the end of the run",
+}, fixedInstantKPIs()...)
+
+// detectionKPIs are the first and the last node's detection of the run's fault (report.Summary.Detection: the
+// probed fault's, else the first fault's), for every run with a fault that some node noticed.
+var detectionKPIs = []struct {
+	name, doc string
+	last      bool
+}{
+	{"detected_first_s", "fault → the first node that noticed it (survival.detected_first_s for the probed " +
+		"fault; without probes, the first fault's time_to_detect_s)", false},
+	{"detected_last_s", "fault → the last node that noticed it (survival.detected_last_s): each run's bound " +
+		"counts from it", true},
+}
+
+// survivalTail follows the fixed instants: the end of the run and the medians.
+var survivalTail = []survivalKPI{
+	{"restored_at_end", "share", "share of the probed users restored (MT and MO answered) by the end of the run",
 		func(s *report.Survival) *float64 {
 			if s.Service.N == 0 {
 				return nil
 			}
 			return fp(float64(s.Service.Restored) / float64(s.Service.N))
 		}},
-	{"restore_median_s", "s", "median time from the fault to the restoration of an affected user's MT and MO " +
-		"service (Kaplan–Meier, survival.service.median_s); none where fewer than half were restored by the end " +
-		"of the run (the run then has no value, and n says how many runs had one)",
+	{"restore_median_s", "s", "median time from the fault until an affected user's MT and MO calls are answered " +
+		"again (Kaplan–Meier, survival.service.median_s); none where fewer than half were restored by the end of " +
+		"the run (the run then has no value, and n says how many runs had one)",
 		func(s *report.Survival) *float64 { return s.Service.MedianS }},
-	{"restore_answered_median_s", "s", "the same to the answer (200) of the user's first successful MT and MO " +
-		"probes rather than to their start (survival.service_answered.median_s): a probe placed just after the " +
-		"fault can be answered through a failover inside the network seconds later, so this one shows when calls " +
-		"are answered again, the other when a call placed would get through",
-		func(s *report.Survival) *float64 { return s.ServiceAnswered.MedianS }},
+	{"setup_started_median_s", "s", "the same to the start of those successful probes rather than their answer " +
+		"(survival.setup_started.median_s, secondary): a probe placed just after the fault can be answered through " +
+		"a failover seconds later, and its user was not served before",
+		func(s *report.Survival) *float64 { return s.SetupStarted.MedianS }},
+}
+
+type survivalKPI struct {
+	name, unit, doc string
+	val             func(*report.Survival) *float64
+}
+
+// fixedInstantKPIs are restored_at_<t>s for every report.FixedInstants: the curve read at instants common to
+// every scheme, where restored_at_bound moves with each scheme's own detection.
+func fixedInstantKPIs() []survivalKPI {
+	var ks []survivalKPI
+	for _, t := range report.FixedInstants {
+		ks = append(ks, survivalKPI{fmt.Sprintf("restored_at_%gs", t), "share", fmt.Sprintf("share of the affected "+
+			"users whose MT and MO calls are answered again within %g s of their fault (Kaplan–Meier, "+
+			"survival.restored_at): an instant common to every scheme; none where the run observed less while "+
+			"some user was still waiting", t),
+			func(s *report.Survival) *float64 {
+				if rd := s.ReadingAt(t); rd != nil {
+					return fp(rd.Restored)
+				}
+				return nil
+			}})
+	}
+	return ks
+}
+
+// curveAt is c read at t, nil for an empty curve.
+func curveAt(c report.KMCurve, t float64) *float64 {
+	if c.N == 0 {
+		return nil
+	}
+	return fp(c.At(t))
 }
 
 func fp(x float64) *float64 { return &x }
@@ -347,7 +393,7 @@ func restoredOfFault(s *report.Summary, k int) *float64 {
 			continue
 		}
 		n++
-		if u.RestoreS != nil && !u.Censored {
+		if !u.Censored { // the users' own times of a converted older summary are gone, the flag stays
 			restored++
 		}
 	}
@@ -382,6 +428,9 @@ func faultedPool(s *report.Summary) *report.PoolLoad {
 func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Result, error) {
 	res := &Result{Study: p.Name, Description: p.Description, File: file, Quick: p.Quick, RunsPlanned: len(p.Runs),
 		Provenance: prov, Experiments: []ExperimentResult{}}
+	if err := checkBuilds(p, &res.Provenance, results); err != nil {
+		return nil, err
+	}
 	type key struct{ exp, variant string }
 	byKey := map[key][]RunResult{}
 	for _, r := range results {
@@ -408,7 +457,7 @@ func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Res
 		}
 		base := map[int64]*report.Summary{}
 		for _, r := range byKey[key{e.Name, BaselineScheme}] {
-			if r.Summary != nil && r.Err == nil {
+			if r.Summary != nil && r.Err == nil && (r.Summary.Health == nil || r.Summary.Health.Valid) {
 				base[r.Seed] = r.Summary
 			}
 		}
@@ -422,11 +471,13 @@ func Aggregate(p *Plan, file string, prov Provenance, results []RunResult) (*Res
 				return nil, fmt.Errorf("study: %s/%s: %w", e.Name, v, err)
 			}
 			er.Variants = append(er.Variants, vr)
+			res.RunsInvalid += vr.Invalid
+			res.RunsHealthUnknown += len(vr.HealthUnknown)
 		}
 		res.Experiments = append(res.Experiments, er)
 	}
 	aggregateSweeps(res)
-	res.Claims = evalClaims(p.Claims, res)
+	res.Claims = evalClaims(p.Claims, res, p.NRaised)
 	return res, nil
 }
 
@@ -438,11 +489,20 @@ func aggregateVariant(e PlannedExperiment, v string, runs []RunResult, base map[
 	var reps []compare.RepeatRun
 	var sums []*report.Summary
 	for _, r := range runs {
+		vr.SetAside = append(vr.SetAside, r.SetAside...)
 		if r.Summary == nil || r.Err != nil {
 			vr.Failed++
 			if r.Err != nil {
 				vr.Errors = append(vr.Errors, fmt.Sprintf("rep %d (seed %d): %v", r.Rep, r.Seed, r.Err))
 			}
+			continue
+		}
+		switch h := r.Summary.Health; {
+		case h == nil:
+			vr.HealthUnknown = append(vr.HealthUnknown, r.Dir)
+		case !h.Valid:
+			vr.Invalid++
+			vr.InvalidRuns = append(vr.InvalidRuns, fmt.Sprintf("%s: %s", r.Dir, strings.Join(h.Reasons, "; ")))
 			continue
 		}
 		vr.Runs++
@@ -470,7 +530,7 @@ func aggregateVariant(e PlannedExperiment, v string, runs []RunResult, base map[
 				vals[i] = *x
 			}
 		}
-		st, err := stats.PerRun(vals, boot)
+		st, err := summarise(name, unit, vals, sums, boot)
 		if errors.Is(err, stats.ErrNoValues) {
 			return nil
 		}
@@ -480,12 +540,27 @@ func aggregateVariant(e PlannedExperiment, v string, runs []RunResult, base map[
 		vr.Metrics = append(vr.Metrics, compare.RepeatMetric{Name: name, Unit: unit, Per: "run", Doc: doc, Stat: st})
 		return nil
 	}
-	for _, k := range survivalKPIs {
+	for _, k := range append(slices.Clone(survivalKPIs), survivalTail...) {
 		err := perRun(k.name, k.unit, k.doc, func(s *report.Summary) *float64 {
 			if s.Survival == nil {
 				return nil
 			}
 			return k.val(s.Survival)
+		})
+		if err != nil {
+			return vr, err
+		}
+	}
+	for _, k := range detectionKPIs {
+		err := perRun(k.name, "s", k.doc, func(s *report.Summary) *float64 {
+			first, last, ok := s.Detection()
+			switch {
+			case !ok:
+				return nil
+			case k.last:
+				return fp(last)
+			}
+			return fp(first)
 		})
 		if err != nil {
 			return vr, err
@@ -566,8 +641,10 @@ func WriteOutputs(dir string, r *Result) error {
 }
 
 // headline are the KPIs of study.md's tables, in order.
-var headline = []string{"affected_users", "time_to_detect_s", "restored_at_bound", "mt_restored_at_bound",
-	"mo_restored_at_bound", "restored_at_5s", "restored_at_end", "restored_at_end_fault1", "restored_at_end_fault2", "mo_interruption_s", "mt_interruption_s", "rereg_s", "mo_taken_over",
+var headline = []string{"affected_users", "time_to_detect_s", "detected_first_s", "detected_last_s",
+	"restored_at_bound", "mt_restored_at_bound", "mo_restored_at_bound", "restored_at_1s", "restored_at_3s",
+	"restored_at_5s", "restored_at_10s", "restored_at_30s", "restored_at_end", "restore_median_s",
+	"setup_started_median_s", "restored_at_end_fault1", "restored_at_end_fault2", "mo_interruption_s", "mt_interruption_s", "rereg_s", "mo_taken_over",
 	"mt_taken_over", "peak_load_ratio", "cpu_peak_ratio", "takeover_extra_lir_per_call", "takeover_extra_reg_cx_per_user",
 	"takeover_extra_cx_per_sub_hour", "mo_failed_share", "mt_failed_share", "repl_msgs_per_s", "repl_bytes_per_s", "cx_per_sub_hour",
 	"cx_per_registration", "cx_per_call", "repl_msgs_per_sub_hour", "repl_bytes_per_sub_hour", "repl_per_registration",
@@ -587,10 +664,9 @@ func Markdown(r *Result) string {
 	fmt.Fprintf(&b, "Written by `imslab study` from the study file `%s` (docs/study.md). Runs: %d planned, %d with a "+
 		"report (%d found done and not run again), %d failed.\n\n", r.File, r.RunsPlanned, r.RunsDone, r.RunsSkipped,
 		r.RunsFailed)
-	b.WriteString("Each cell is mean [95 % CI] over the runs, then median, min–max and, from 20 values on, p95. The " +
-		"CI is a percentile bootstrap that resamples whole runs (the users of one run are not independent; " +
-		"docs/compare.md, \"Repetitions\"); with fewer than about 10 runs it is rough, with one run absent. " +
-		"*runs* is n (runs with a report), *users* the affected users over those runs.\n\n")
+	b.WriteString("Each cell is mean [95 % CI] over the runs, then median, min–max and, from 20 values on, p95. " +
+		ciText + " *runs* is n (valid runs with a report), *users* the affected users over those runs.\n\n")
+	healthMarkdown(&b, r)
 	for _, e := range r.Experiments {
 		fmt.Fprintf(&b, "## %s\n\nScenario `%s` (%s), %d runs per scheme from seed %d (seeds %d…%d). Setup: %s.\n\n",
 			e.Name, e.Scenario, e.ScenarioFile, e.Repeat, e.Seed, e.Seed, e.Seed+int64(e.Repeat)-1, setupLine(e.Setup))
@@ -602,9 +678,9 @@ func Markdown(r *Result) string {
 		for range e.Variants {
 			b.WriteString("---|")
 		}
-		b.WriteString("\n| runs (failed, pending) |")
+		b.WriteString("\n| runs (failed, invalid, pending) |")
 		for _, v := range e.Variants {
-			fmt.Fprintf(&b, " %d (%d, %d) |", v.Runs, v.Failed, v.Pending)
+			fmt.Fprintf(&b, " %d (%d, %d, %d) |", v.Runs, v.Failed, v.Invalid, v.Pending)
 		}
 		b.WriteString("\n| affected users (all runs) |")
 		for _, v := range e.Variants {

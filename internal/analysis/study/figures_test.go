@@ -51,8 +51,9 @@ func richSummary(sc *scenario.Scenario, seed int64, _ string) *report.Summary {
 		s.Users = append(s.Users, u)
 	}
 	km := report.KaplanMeier(t, ev)
-	s.Survival = &report.Survival{IntervalS: 0.25, Users: n, ObservedS: 40, DetectedS: 1.6, BoundS: 1.85,
-		RestoredAtBound: km.At(1.85), MT: km, MO: km, Service: km, ServiceAnswered: km}
+	s.Survival = &report.Survival{TimedAt: report.TimedAtAnswer, IntervalS: 0.25, Users: n, ObservedS: 40,
+		DetectedFirstS: 1.2, DetectedLastS: 1.6, BoundS: 1.85,
+		RestoredAtBound: km.At(1.85), MT: km, MO: km, Service: km, SetupStarted: km}
 	return s
 }
 
@@ -248,7 +249,8 @@ var _ = Describe("study figures and results.md", Label("unit"), func() {
 					}
 				}
 				Expect(row).To(HavePrefix(fmt.Sprintf("| %s | %d / %d |", v.Variant, v.Runs, v.AffectedUsers)))
-				for _, k := range []string{"affected_users", "time_to_detect_s", "restored_at_bound", "mt_interruption_s"} {
+				for _, k := range []string{"affected_users", "detected_first_s", "detected_last_s", "restored_at_bound",
+					"restored_at_5s", "mt_interruption_s"} {
 					st := v.Metric(k).Stat
 					Expect(row).To(ContainSubstring(fmt.Sprintf("%s [%s, %s]; median %s", g(st.Mean), g(st.MeanCI.Low),
 						g(st.MeanCI.High), g(st.Median))), e.Name+"/"+v.Variant+" "+k)

@@ -36,6 +36,15 @@ type File struct {
 	Quick *Quick `yaml:"quick"`
 	// Claims are the paper's claims the study tests, with the KPI bounds each stands by (claims.go).
 	Claims []Claim `yaml:"claims"`
+	// NRaised records every raise of an experiment's repeat after runs were made (docs/study.md, "Declared n"):
+	// a study whose repeat rose without it refuses to run, and the claims show it with their verdicts.
+	NRaised []NRaise `yaml:"n_raised"`
+	// MaxReruns is how many times the runner runs a seed again whose run its health record declares invalid
+	// (default DefaultMaxReruns; -1: never).
+	MaxReruns *int `yaml:"max_reruns"`
+	// Builds are the builds of the binaries (binaries.json) the study may aggregate: none (one build), "any", or
+	// a list of revisions ("<12 hex>" or "<12 hex>+dirty").
+	Builds Builds `yaml:"builds"`
 
 	// dir is the directory of the study file: scenario paths are relative to it.
 	dir string
@@ -191,6 +200,10 @@ func (f *File) Validate() error {
 	}
 	checkJoins(add, f.Experiments)
 	checkClaims(add, f.Claims, f.Experiments)
+	checkNRaised(add, f.NRaised, f.Experiments)
+	if f.MaxReruns != nil && *f.MaxReruns < -1 {
+		add("max_reruns", "must be -1 (never) or more, is %d", *f.MaxReruns)
+	}
 	if f.Quick != nil {
 		checkOverrides(add, "quick", f.Quick.Overrides)
 		for i, n := range f.Quick.Experiments {
@@ -294,6 +307,10 @@ type Plan struct {
 	Experiments []PlannedExperiment
 	// Claims are the study file's claims.
 	Claims []Claim
+	// NRaised, MaxReruns and Builds are the study file's (MaxReruns with its default applied).
+	NRaised   []NRaise
+	MaxReruns int
+	Builds    Builds
 	// Runs are interleaved: repetition 1 of every experiment and scheme, then repetition 2, …
 	Runs []Run
 }
@@ -301,7 +318,11 @@ type Plan struct {
 // Plan loads the experiments' scenarios, applies the overrides (with quick, the quick blocks too), checks every
 // resulting scenario and orders the runs. Errors name the study field.
 func (f *File) Plan(quick bool) (*Plan, error) {
-	p := &Plan{Name: f.Name, Description: f.Description, Quick: quick, Claims: f.Claims}
+	p := &Plan{Name: f.Name, Description: f.Description, Quick: quick, Claims: f.Claims, NRaised: f.NRaised,
+		MaxReruns: DefaultMaxReruns, Builds: f.Builds}
+	if f.MaxReruns != nil {
+		p.MaxReruns = max(*f.MaxReruns, 0)
+	}
 	var errs []error
 	for i, e := range f.Experiments {
 		if quick && f.Quick != nil && len(f.Quick.Experiments) > 0 && !slices.Contains(f.Quick.Experiments, e.Name) {

@@ -114,7 +114,7 @@ func ClaimsOverview(studies []Published) string {
 		for _, g := range groupSweepChecks(r.c.Checks) {
 			k := g[0]
 			if len(g) == 1 {
-				c := fmt.Sprintf("`%s`, %s: `%s` %s %g → %s", k.Scheme, k.Experiment, k.KPI, k.Op, k.Value, checkValue(k))
+				c := fmt.Sprintf("`%s`, %s: `%s` %s %g → %s", k.Schemes(), k.Experiment, k.KPI, k.Op, k.Value, checkValue(k))
 				if k.Mean != nil || k.Verdict != VerdictPending {
 					c += " " + checkMark(k.Verdict)
 				}
@@ -138,7 +138,7 @@ func ClaimsOverview(studies []Published) string {
 			if held < len(g) {
 				mark = fmt.Sprintf("(holds at %d of %d values; %s)", held, len(g), strings.Join(not, "; "))
 			}
-			checks = append(checks, fmt.Sprintf("`%s`, sweep %s: `%s` %s %g → %s %s", k.Scheme, base, k.KPI, k.Op,
+			checks = append(checks, fmt.Sprintf("`%s`, sweep %s: `%s` %s %g → %s %s", k.Schemes(), base, k.KPI, k.Op,
 				k.Value, strings.Join(vals, "; "), mark))
 		}
 		if r.c.Reason != "" {
@@ -155,7 +155,7 @@ func checkValue(k CheckResult) string {
 	switch {
 	case k.Mean == nil && k.Verdict == VerdictPending:
 		return "not run yet"
-	case k.Mean != nil && k.Runs < 2:
+	case k.Mean != nil && k.CILow == nil:
 		return num(*k.Mean) + " (1 run, no CI)"
 	case k.Mean != nil:
 		return fmt.Sprintf("%s [%s, %s] (%d)", num(*k.Mean), num(*k.CILow), num(*k.CIHigh), k.Runs)

@@ -2,6 +2,7 @@ package study
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -33,6 +34,11 @@ type Provenance struct {
 	// RunMachines counts the runs by the machine that made them ("<CPU model>, <n> cores, kernel <release>", from
 	// each run's summary.json provenance): Info's CPU and kernel are those of the machine that aggregated them.
 	RunMachines map[string]int `json:"run_machines,omitempty"`
+	// Builds lists the runs by the build of their binaries (binaries.json: the revisions Go embedded, "+dirty"
+	// for a tree with changes), and BuildCheck says what the check of one build found ("one build: …", "build
+	// check skipped: …" for runs without binaries.json).
+	Builds     map[string][]string `json:"builds,omitempty"`
+	BuildCheck string              `json:"build_check,omitempty"`
 }
 
 // addRuns fills the per-run part of the provenance from the results' run environments.
@@ -134,6 +140,14 @@ func (p Provenance) Markdown() string {
 	}
 	if len(p.RunMachines) > 0 {
 		fmt.Fprintf(&b, "| runs by the machine that made them | %s |\n", countsText(p.RunMachines))
+	}
+	if p.BuildCheck != "" {
+		fmt.Fprintf(&b, "| build of the binaries | %s |\n", p.BuildCheck)
+	}
+	if len(p.Builds) > 1 {
+		for _, k := range slices.Sorted(maps.Keys(p.Builds)) {
+			fmt.Fprintf(&b, "| runs of build `%s` | %d: %s |\n", k, len(p.Builds[k]), listRuns(p.Builds[k]))
+		}
 	}
 	return b.String()
 }

@@ -14,9 +14,11 @@ type column struct{ name, head string }
 // resultsKPIs are the columns of results.md's headline tables, in order.
 var resultsKPIs = []column{
 	{"affected_users", "affected users"},
-	{"time_to_detect_s", "time to detect (s)"},
-	{"restored_at_bound", "restored by detection + 1 probe interval"},
-	{"restored_at_end", "restored by the end"},
+	{"detected_first_s", "first node detects (s)"},
+	{"detected_last_s", "last node detects (s)"},
+	{"restored_at_bound", "answered again by its own bound (last detection + 1 probe interval)"},
+	{"restored_at_5s", "answered again by 5 s"},
+	{"restored_at_end", "answered again by the end"},
 	{"mt_interruption_s", "MT interruption (s)"},
 	{"mo_interruption_s", "MO interruption (s)"},
 }
@@ -126,10 +128,10 @@ func Results(r *Result) string {
 		r.File, quick)
 	fmt.Fprintf(&b, "### Study %s: headline KPIs\n\n", title)
 	fmt.Fprintf(&b, "From `study.json` of the study file `%s`: %d of %d planned runs with a report, %d failed, %d "+
-		"not run yet. Each cell: mean [95 %% CI]; median. The CI is a percentile bootstrap over runs (%s); a "+
-		"per-user KPI pools the users of every run. n: runs with a report / affected users over them; a KPI with "+
-		"fewer values says so in its cell.\n\n", r.File, r.RunsDone, r.RunsPlanned, r.RunsFailed, pendingOf(r),
-		"users of one run are not independent")
+		"not run yet. Each cell: mean [95 %% CI]; median. %s A per-user KPI pools the users of every run. n: "+
+		"valid runs with a report / affected users over them; a KPI with fewer values says so in its cell.\n\n",
+		r.File, r.RunsDone, r.RunsPlanned, r.RunsFailed, pendingOf(r), ciText)
+	healthMarkdown(&b, r)
 	for _, e := range r.Experiments {
 		fmt.Fprintf(&b, "#### %s\n\nScenario `%s`, %d repetitions per scheme (seeds %d…%d). Setup: %s.\n\n", e.Name,
 			e.Scenario, e.Repeat, e.Seed, e.Seed+int64(e.Repeat)-1, setupLine(e.Setup))

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/imslab/quasipool/internal/analysis/compare"
@@ -195,7 +196,8 @@ func complete(dir string) bool {
 	return true
 }
 
-// States tells for every run of the plan what its directory under dir holds: "done", "unfinished" (it would be
+// States tells for every run of the plan what its directory under dir holds: "done", "done, invalid (…)" (by its
+// health record: set aside and run again, or left out when its seed used its reruns), "unfinished" (it would be
 // removed and run again) or "to run"; an error when one holds a finished run of another configuration.
 func States(p *Plan, dir string) ([]string, error) {
 	out := make([]string, len(p.Runs))
@@ -210,6 +212,14 @@ func States(p *Plan, dir string) ([]string, error) {
 			return nil, err
 		}
 		out[i] = [...]string{"to run", "done", "unfinished"}[st]
+		if st == stateDone {
+			if sum, err := loadDone(filepath.Join(dir, r.Dir)); err == nil && invalid(sum) {
+				out[i] = "done, invalid (left out)"
+				if len(setAsideRuns(dir, r.Dir)) < p.MaxReruns {
+					out[i] = "done, invalid (set aside and run again)"
+				}
+			}
+		}
 	}
 	return out, nil
 }
@@ -237,6 +247,10 @@ type RunResult struct {
 	Elapsed time.Duration
 	// Env is the run's study-env.json (nil for a run of an older imslab).
 	Env *RunEnv
+	// Build is the build of the run's binaries (binaries.json; "" without one); SetAside the directories of
+	// earlier runs of this seed set aside as invalid by their health record.
+	Build    string
+	SetAside []string
 }
 
 // Execute runs the plan's runs in order, skipping those whose directory already holds their finished run, and
@@ -272,6 +286,9 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 			prov.Seeds[key] = append(prov.Seeds[key], r.Seed)
 		}
 	}
+	if err := checkDeclaredN(cfg.Plan, cfg.OutDir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("study: %w", err)
 	}
@@ -283,25 +300,38 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		dir := filepath.Join(cfg.OutDir, r.Dir)
 		label := fmt.Sprintf("%s/%s rep %d (seed %d)", r.Experiment, r.Variant, r.Rep, r.Seed)
-		rr := RunResult{Run: r}
+		rr := RunResult{Run: r, SetAside: setAsideRuns(cfg.OutDir, r.Dir)}
 		if states[i] == stateDone {
 			s, err := loadDone(dir)
-			if err == nil {
+			if err == nil && invalid(s) && !cfg.ResultsOnly && len(rr.SetAside) < cfg.Plan.MaxReruns {
+				to, err := setAside(dir)
+				if err != nil {
+					return write(cfg, prov, results, err)
+				}
+				fmt.Fprintf(out, "== [%d/%d] %s: done but INVALID (%s): set aside as %s, running the seed again\n",
+					i+1, len(cfg.Plan.Runs), label, strings.Join(s.Health.Reasons, "; "), to)
+				rr.SetAside = setAsideRuns(cfg.OutDir, r.Dir)
+				states[i] = stateNone
+			} else if err == nil {
 				rr.Skipped, rr.Summary = true, s
 				if rr.Env, err = readEnv(dir); err != nil {
 					fmt.Fprintf(out, "== [%d/%d] %s: %v (its commit is not recorded)\n", i+1, len(cfg.Plan.Runs), label, err)
 				}
+				if rr.Build, err = runBuild(dir); err != nil {
+					return write(cfg, prov, results, fmt.Errorf("study: %s: %w", label, err))
+				}
 				results = append(results, rr)
 				fmt.Fprintf(out, "== [%d/%d] %s: skipped, done (%s)\n", i+1, len(cfg.Plan.Runs), label, dir)
 				continue
+			} else {
+				if cfg.ResultsOnly {
+					fmt.Fprintf(out, "== [%d/%d] %s: %v; pending\n", i+1, len(cfg.Plan.Runs), label, err)
+					pending++
+					continue
+				}
+				fmt.Fprintf(out, "== [%d/%d] %s: %v; running it again\n", i+1, len(cfg.Plan.Runs), label, err)
+				states[i] = statePartial
 			}
-			if cfg.ResultsOnly {
-				fmt.Fprintf(out, "== [%d/%d] %s: %v; pending\n", i+1, len(cfg.Plan.Runs), label, err)
-				pending++
-				continue
-			}
-			fmt.Fprintf(out, "== [%d/%d] %s: %v; running it again\n", i+1, len(cfg.Plan.Runs), label, err)
-			states[i] = statePartial
 		}
 		if cfg.ResultsOnly {
 			what := "not run yet"
@@ -320,26 +350,46 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 				return write(cfg, prov, results, fmt.Errorf("study: %w", err))
 			}
 		}
-		if err := writeRecord(dir, recs[i]); err != nil {
-			return write(cfg, prov, results, err)
+		for {
+			if err := writeRecord(dir, recs[i]); err != nil {
+				return write(cfg, prov, results, err)
+			}
+			fmt.Fprintf(out, "== [%d/%d] %s: run dir %s\n", i+1, len(cfg.Plan.Runs), label, dir)
+			env := newRunEnv(prov)
+			if err := writeEnv(dir, env); err != nil {
+				return write(cfg, prov, results, err)
+			}
+			began := time.Now()
+			_, s, err := cfg.Run(ctx, r.Scenario, dir, r.Seed)
+			rr.Elapsed = time.Since(began)
+			env.finish()
+			rr.Env = &env
+			if werr := writeEnv(dir, env); werr != nil && err == nil {
+				err = werr
+			}
+			rr.Summary, rr.Err = s, err
+			if err == nil && s == nil {
+				rr.Err = errors.New("the run produced no report")
+			}
+			if rr.Err == nil {
+				if rr.Build, err = runBuild(dir); err != nil {
+					rr.Err = err
+				}
+			}
+			if rr.Err != nil || !invalid(s) || len(rr.SetAside) >= cfg.Plan.MaxReruns || ctx.Err() != nil {
+				break
+			}
+			// Invalid by its own health record: its timings measure the machine. Set it aside and run the seed
+			// again, up to max_reruns times; the last one stays, and the aggregate leaves it out and counts it.
+			to, err := setAside(dir)
+			if err != nil {
+				return write(cfg, prov, results, err)
+			}
+			rr.SetAside = setAsideRuns(cfg.OutDir, r.Dir)
+			fmt.Fprintf(out, "== %s: INVALID (%s): set aside as %s, running the seed again (%d of at most %d)\n",
+				label, strings.Join(s.Health.Reasons, "; "), to, len(rr.SetAside), cfg.Plan.MaxReruns)
 		}
-		fmt.Fprintf(out, "== [%d/%d] %s: run dir %s\n", i+1, len(cfg.Plan.Runs), label, dir)
-		env := newRunEnv(prov)
-		if err := writeEnv(dir, env); err != nil {
-			return write(cfg, prov, results, err)
-		}
-		began := time.Now()
-		_, s, err := cfg.Run(ctx, r.Scenario, dir, r.Seed)
-		rr.Elapsed = time.Since(began)
-		env.finish()
-		rr.Env = &env
-		if werr := writeEnv(dir, env); werr != nil && err == nil {
-			err = werr
-		}
-		rr.Summary, rr.Err = s, err
-		if err == nil && s == nil {
-			rr.Err = errors.New("the run produced no report")
-		}
+		s := rr.Summary
 		results = append(results, rr)
 		if rr.Err != nil {
 			if ctx.Err() != nil {
@@ -353,6 +403,9 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 			}
 			failed++
 			fmt.Fprintf(out, "== %s: the run could not be carried out (a rerun of the study retries it): %v\n", label, rr.Err)
+		} else if invalid(s) {
+			fmt.Fprintf(out, "== %s done in %s but INVALID (%s) after %d reruns: left out of the aggregate\n", label,
+				rr.Elapsed.Round(time.Second), strings.Join(s.Health.Reasons, "; "), len(rr.SetAside))
 		} else {
 			fmt.Fprintf(out, "== %s done in %s: %d affected users\n", label, rr.Elapsed.Round(time.Second), s.AffectedUsers)
 		}
@@ -393,6 +446,17 @@ func write(cfg Config, prov Provenance, results []RunResult, runErr error) (*Res
 	return writeOutputs(cfg, prov, results, runErr, true)
 }
 
+// validRuns leaves out the runs the aggregate leaves out as invalid by their health record.
+func validRuns(results []RunResult) []RunResult {
+	var out []RunResult
+	for _, r := range results {
+		if !invalid(r.Summary) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func writeOutputs(cfg Config, prov Provenance, results []RunResult, runErr error, figures bool) (*Result, error) {
 	prov.Finished = time.Now().UTC()
 	prov.addRuns(results)
@@ -420,7 +484,7 @@ func writeOutputs(cfg Config, prov Provenance, results []RunResult, runErr error
 		for i := range res.Sweeps {
 			res.Sweeps[i].Figures = nil
 		}
-	} else if err := WriteFigures(cfg.OutDir, res, results); err != nil {
+	} else if err := WriteFigures(cfg.OutDir, res, validRuns(results)); err != nil {
 		return res, errors.Join(runErr, err)
 	}
 	if err := WriteOutputs(cfg.OutDir, res); err != nil {
@@ -428,6 +492,10 @@ func writeOutputs(cfg Config, prov Provenance, results []RunResult, runErr error
 	}
 	return res, runErr
 }
+
+// invalid tells whether a run's own health record declares it invalid (a run without one is not: its health is
+// unknown, and the aggregate lists it so).
+func invalid(s *report.Summary) bool { return s != nil && s.Health != nil && !s.Health.Valid }
 
 // ExitCode maps Execute's error to the exit status.
 func ExitCode(err error) int {

@@ -53,12 +53,13 @@ func fakeSummary(sc *scenario.Scenario, seed int64) *report.Summary {
 	if !ignore {
 		median = fp(1)
 	}
-	s.Survival = &report.Survival{IntervalS: 0.25, Users: n, DetectedS: 1.6, BoundS: 1.85, RestoredAtBound: restored,
+	s.Survival = &report.Survival{TimedAt: report.TimedAtAnswer, IntervalS: 0.25, Users: n, ObservedS: 40,
+		DetectedFirstS: 1.2, DetectedLastS: 1.6, BoundS: 1.85, RestoredAtBound: restored,
 		MT: report.KMCurve{N: n, Points: []report.KMPoint{{TS: 0}, {TS: 1, Restored: restored}}},
 		Service: report.KMCurve{N: n, Restored: int(restored) * n, Censored: n - int(restored)*n, MedianS: median,
 			Points: []report.KMPoint{{TS: 0}, {TS: 1, Restored: restored}}}}
-	if median != nil { // answered 1.5 s after the probes that got through started
-		s.Survival.ServiceAnswered = report.KMCurve{N: n, Restored: n, MedianS: fp(2.5)}
+	if median != nil { // the probes that got through started 0.8 s before they were answered
+		s.Survival.SetupStarted = report.KMCurve{N: n, Restored: n, MedianS: fp(0.2)}
 	}
 	return s
 }
@@ -236,7 +237,12 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(qp.Metric("restored_at_5s").Stat.Mean).To(Equal(1.0), "read from the service curve at 5 s")
 		Expect(qp.Metric("restore_median_s").Stat.Mean).To(Equal(1.0), "the service curve's median")
 		Expect(ls.Metric("restore_median_s")).To(BeNil(), "nobody restored: no median in any run")
-		Expect(qp.Metric("restore_answered_median_s").Stat.Mean).To(Equal(2.5), "the answered curve's median")
+		Expect(qp.Metric("setup_started_median_s").Stat.Mean).To(BeNumerically("~", 0.2, 1e-12), "the setup-started curve's median")
+		Expect(qp.Metric("restored_at_1s").Stat.Mean).To(Equal(1.0))
+		Expect(qp.Metric("restored_at_30s").Stat.Mean).To(Equal(1.0), "nobody censored: read past the observation")
+		Expect(ls.Metric("restored_at_30s").Stat.Mean).To(Equal(0.0), "all censored at 40 s: 30 s is read")
+		Expect(qp.Metric("detected_first_s").Stat.Mean).To(BeNumerically("~", 1.2, 1e-12))
+		Expect(qp.Metric("detected_last_s").Stat.Mean).To(BeNumerically("~", 1.6, 1e-12))
 		Expect(ls.Metric("restored_at_5s").Stat.Mean).To(Equal(0.0))
 		Expect(ls.Metric("mo_interruption_s").Stat.Min).To(BeNumerically(">", 30))
 		Expect(res.Provenance.Seeds).To(Equal(map[string][]int64{"p": {100, 101, 102}, "s": {200, 201}}))
@@ -274,7 +280,7 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(string(md)).To(ContainSubstring("## Provenance"))
 		Expect(string(md)).To(ContainSubstring(pv.Commit))
 		Expect(string(md)).To(ContainSubstring("| runs by commit | `" + key + "`: 8 |"))
-		Expect(string(md)).To(ContainSubstring("| restored_at_bound (share, per run) | 1 [1, 1]; median 1; 1–1 (n 3) | 0 [0, 0]"))
+		Expect(string(md)).To(ContainSubstring("| restored_at_bound (share, per run) | 1 [0.227, 1]; median 1; 1–1 (n 3) | 0 [0, 0.773]"))
 		Expect(string(md)).To(ContainSubstring("seeds of p | 100, 101, 102"))
 		Expect(string(md)).To(ContainSubstring("[p/quasi-pool/rep1](p/quasi-pool/rep1/)"))
 	})
@@ -410,7 +416,7 @@ var _ = Describe("running a study", Label("unit"), func() {
 		Expect(res.Experiments[1].Variants[0].Metric("restored_at_end_fault1")).To(BeNil())
 		md, err := os.ReadFile(filepath.Join(out, study.FileResults))
 		Expect(err).NotTo(HaveOccurred())
-		Expect(string(md)).To(ContainSubstring("| quasi-pool | 3 / 12 | 1 [1, 1]; median 1 | 1 [1, 1]; median 1 | 0.5 [0.5, 0.5]; median 0.5 |"))
+		Expect(string(md)).To(ContainSubstring("| quasi-pool | 3 / 12 | 1 [0.227, 1]; median 1 | 1 [0.292, 1]; median 1 | 0.5 [0.0387, 0.961]; median 0.5 |"))
 	})
 
 	It("stops at a run whose lab finds its ports taken (another lab running) instead of failing every run after it", func() {

@@ -250,7 +250,8 @@ type SweepKPI struct {
 	Name string `json:"name"`
 	Unit string `json:"unit"`
 	Per  string `json:"per"`
-	// Estimate is "mean" or "median": the statistic the cells give, with its 95 % bootstrap CI over runs.
+	// Estimate is "mean" or "median": the statistic the cells give, with its 95 % CI over runs (a mean's t or
+	// Clopper–Pearson, a median's bootstrap: docs/compare.md, "Repetitions").
 	Estimate string      `json:"estimate"`
 	Cells    []SweepCell `json:"cells"`
 }
@@ -273,7 +274,7 @@ var sweepKPIs = []struct{ name, estimate string }{
 	{"restored_at_bound", "mean"},
 	{"restored_at_end", "mean"},
 	{"restore_median_s", "mean"},
-	{"restore_answered_median_s", "mean"},
+	{"setup_started_median_s", "mean"},
 	{"time_to_detect_s", "mean"},
 	{"mt_interruption_s", "median"},
 	{"mo_interruption_s", "median"},
@@ -389,7 +390,8 @@ func SweepCellText(k *SweepKPI, c *SweepCell) string {
 func sweepMarkdown(b *bytes.Buffer, s SweepResult, level string) {
 	fmt.Fprintf(b, "%s Sweep %s: %s\n\n", level, s.Name, s.Param)
 	fmt.Fprintf(b, "%s; unit: %s. One experiment per value (%s), each on the same seeds; each cell is the estimate "+
-		"[95 %% CI] over the runs (percentile bootstrap over runs) and n.\n\n", upperFirst(s.Doc), s.Unit,
+		"[95 %% CI] over the runs (a mean's t, a share's Clopper–Pearson, a median's percentile bootstrap over "+
+		"runs) and n.\n\n", upperFirst(s.Doc), s.Unit,
 		strings.Join(s.Experiments, ", "))
 	for _, k := range s.KPIs {
 		fmt.Fprintf(b, "%s of %s (%s, per %s):\n\n| %s |", upperFirst(k.Estimate), k.Name, k.Unit, k.Per, s.Param)

@@ -101,7 +101,9 @@ var _ = Describe("the traffic model and time to restore (realistic-pcscf-kill, s
 		last := sv.Service.Points[len(sv.Service.Points)-1]
 		Expect(last.Restored).To(Equal(1.0))
 		Expect(sv.Service.MedianS).NotTo(BeNil())
-		Expect(sv.BoundS).To(BeNumerically(">", sv.DetectedS))
+		Expect(sv.TimedAt).To(Equal("answer"))
+		Expect(sv.BoundS).To(BeNumerically("~", sv.DetectedLastS+sv.IntervalS, 1e-6))
+		Expect(sv.DetectedFirstS).To(BeNumerically("<=", sv.DetectedLastS))
 		Expect(s.Files).To(ContainElements("plots/restore.svg", "plots/restore.png"))
 	})
 
@@ -112,10 +114,12 @@ var _ = Describe("the traffic model and time to restore (realistic-pcscf-kill, s
 		rows, err := csv.NewReader(f).ReadAll()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(rows).To(HaveLen(s.AffectedUsers + 1))
-		Expect(rows[0][len(rows[0])-4:]).To(Equal([]string{"mt_restore_s", "mo_restore_s", "restore_s", "censored"}))
+		Expect(rows[0][len(rows[0])-5:]).To(Equal([]string{"mt_restore_s", "mo_restore_s", "restore_s", "censored",
+			"setup_started_s"}))
 		for _, r := range rows[1:] {
-			Expect(r[len(r)-2]).NotTo(BeEmpty(), "restore_s of %s", r[0])
-			Expect(r[len(r)-1]).To(Equal("false"), r[0])
+			Expect(r[len(r)-3]).NotTo(BeEmpty(), "restore_s of %s", r[0])
+			Expect(r[len(r)-2]).To(Equal("false"), r[0])
+			Expect(r[len(r)-1]).NotTo(BeEmpty(), "setup_started_s of %s", r[0])
 		}
 	})
 })

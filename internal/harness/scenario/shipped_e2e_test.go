@@ -692,6 +692,11 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 		r := run("pcscf-kill")
 		passesWithTakeover(r, "bac")
 
+		It("times restoration at the answer: an independent recomputation from records.jsonl agrees with users.csv, "+
+			"restored_at_bound, every restored_at point and band, the median and the run's own bound", func() {
+			recomputeRestoration(r())
+		})
+
 		It("P-CSCF failure, originating call (SPEC §4.1): the BAC picks a backup P-CSCF, which sends orig;restore=1 "+
 			"to the I-CSCF; LIR UAT 2; on to an S-CSCF", func() {
 			s := r()

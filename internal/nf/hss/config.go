@@ -54,10 +54,15 @@ type Config struct {
 	// AllowAnyPeer admits Cx clients that are not in Peers (tools and tests only). Without peers and without it
 	// the HSS does not start.
 	AllowAnyPeer bool `yaml:"allow_any_peer,omitempty"`
-	// CERTimeout, IdleTimeout and MaxConnections limit Diameter connections (defaults 5s, 30s, 64).
+	// CERTimeout and MaxConnections limit Diameter connections (defaults 5s, 64).
 	CERTimeout     time.Duration `yaml:"cer_timeout,omitempty"`
-	IdleTimeout    time.Duration `yaml:"idle_timeout,omitempty"`
 	MaxConnections int           `yaml:"max_connections,omitempty"`
+	// Watchdog is the Diameter device watchdog on every Cx connection (RFC 6733 §5.5, RFC 3539): a DWR after
+	// interval ± jitter of silence (30s ± 2s), the connection closed after max_missed (2) unanswered DWRs.
+	Watchdog cx.WatchdogConfig `yaml:"watchdog,omitempty"`
+	// IdleTimeout is gone (the watchdog replaced it): it is kept only so that a file still setting it is refused
+	// with an error that says so, rather than the decoder's "field not found".
+	IdleTimeout any `yaml:"idle_timeout,omitempty"`
 	// APITokenFile holds the bearer token of the HTTP API (default <data_dir>/api-token). A missing file is
 	// created with a random token, mode 0600.
 	APITokenFile string `yaml:"api_token_file,omitempty"`
@@ -125,8 +130,18 @@ func (c *Config) validateFields() error {
 		return fmt.Errorf("hss config: lab_subscriber_count: must be between 0 (default %d) and %d (user%d), is %d",
 			store.DefaultLabSubscriberCount, store.MaxLabSubscriberCount, store.MaxLabSubscriberCount, c.LabSubscriberCount)
 	}
-	if c.CERTimeout < 0 || c.IdleTimeout < 0 || c.MaxConnections < 0 {
-		return errors.New("hss config: cer_timeout, idle_timeout, max_connections: must not be negative")
+	if c.IdleTimeout != nil {
+		return errors.New("hss config: idle_timeout: no longer supported: the HSS runs the Diameter device watchdog " +
+			"instead (watchdog: {interval, jitter, max_missed}, defaults 30s, 2s, 2; see docs/hss.md); remove idle_timeout")
+	}
+	if c.CERTimeout < 0 {
+		return errors.New("hss config: cer_timeout: must not be negative")
+	}
+	if c.MaxConnections < 0 {
+		return errors.New("hss config: max_connections: must not be negative")
+	}
+	if err := c.Watchdog.Validate("hss config: watchdog"); err != nil {
+		return err
 	}
 	for i, p := range c.Peers {
 		if p.OriginHost == "" {

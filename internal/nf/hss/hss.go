@@ -99,10 +99,13 @@ func (n *Node) Run(ctx context.Context) error {
 		n.log.Warn("allow_any_peer is set: any host that reaches the Diameter port may read HA1s and take users over",
 			"peers", len(n.cfg.Peers))
 	}
+	if wd := n.cfg.Watchdog.WithDefaults(); wd.Interval < 6*time.Second {
+		n.log.Warn("watchdog.interval is below RFC 3539's 6 s minimum (tests only)", "interval", wd.Interval)
+	}
 	srv, err := cx.NewServer(cx.ServerConfig{
 		OriginHost: n.cfg.OriginHost, OriginRealm: n.cfg.OriginRealm, ProductName: "imslab-hss",
 		MaxConcurrentHandlers: n.cfg.MaxConcurrentHandlers, Peers: n.cfg.Peers, AllowAnyPeer: n.cfg.AllowAnyPeer,
-		CERTimeout: n.cfg.CERTimeout, IdleTimeout: n.cfg.IdleTimeout, MaxConnections: n.cfg.MaxConnections,
+		CERTimeout: n.cfg.CERTimeout, Watchdog: n.cfg.Watchdog, MaxConnections: n.cfg.MaxConnections,
 	}, NewProcedures(db, n.cfg.CapabilitySets), cx.WithLogger(n.log), cx.WithObserver(n.observe),
 		cx.WithRefusals(n.refused), cx.WithOverload(ctl),
 		cx.WithTrace(func(dir, src, dst string, data []byte) { tracer.Record("diameter", dir, src, dst, data) }))

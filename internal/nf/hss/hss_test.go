@@ -181,12 +181,40 @@ var _ = Describe("HSS Cx procedures", Label("integration"), func() {
 			Entry("unknown user → 5001", "nobody@ims.test", "sip:nobody@ims.test", cx.SchemeSIPDigest, cx.ErrorUserUnknown),
 			Entry("identities of two users → 5002", "bob@ims.test", "sip:alice@ims.test", cx.SchemeSIPDigest, cx.ErrorIdentitiesDontMatch),
 		)
-		It("accepts scheme Unknown as the subscriber's own scheme", func() {
+		// Scheme names are compared regardless of case: Kamailio's "HSS-Selected" algorithm sends "unknown".
+		DescribeTable("serves SIP Digest whatever the case of the scheme's name", func(scheme string) {
 			a, err := h.client.MultimediaAuth(ctx(), &cx.MAR{UserName: "alice@ims.test", PublicIdentity: "sip:alice@ims.test",
-				ServerName: scscf1, NumberAuthItems: 1, AuthItem: cx.AuthItem{Scheme: cx.SchemeUnknown}})
+				ServerName: scscf1, NumberAuthItems: 1, AuthItem: cx.AuthItem{Scheme: scheme}})
 			Expect(err).NotTo(HaveOccurred())
+			Expect(a.Result).To(Equal(cx.Success))
+			Expect(a.AuthItems).To(HaveLen(1))
 			Expect(a.AuthItems[0].Scheme).To(Equal(cx.SchemeSIPDigest))
-		})
+			Expect(a.AuthItems[0].Digest).NotTo(BeNil())
+			Expect(a.AuthItems[0].Digest.HA1).To(HaveLen(32))
+		},
+			Entry("Unknown (the HSS chooses)", cx.SchemeUnknown),
+			Entry("unknown (Kamailio's HSS-Selected)", "unknown"),
+			Entry("UNKNOWN", "UNKNOWN"),
+			Entry("no scheme at all", ""),
+			Entry("SIP Digest", cx.SchemeSIPDigest),
+			Entry("sip digest", "sip digest"),
+			Entry("SIP DIGEST", "SIP DIGEST"),
+		)
+		DescribeTable("refuses the schemes it cannot serve with 5006", func(scheme string) {
+			_, err := h.client.MultimediaAuth(ctx(), &cx.MAR{UserName: "alice@ims.test", PublicIdentity: "sip:alice@ims.test",
+				ServerName: scscf1, NumberAuthItems: 1, AuthItem: cx.AuthItem{Scheme: scheme}})
+			res, ok := cx.ResultOf(err)
+			Expect(ok).To(BeTrue(), "want a Diameter answer, got %v", err)
+			Expect(res).To(Equal(cx.ErrorAuthSchemeNotSupported))
+			Expect(h.registration("alice@ims.test")).NotTo(HaveKeyWithValue("auth_pending", scscf1),
+				"a refused MAR must not record the S-CSCF")
+		},
+			Entry("Digest-MD5 (Kamailio's default: needs a cleartext password)", "Digest-MD5"),
+			Entry("digest-md5", "digest-md5"),
+			Entry("digest-akav1-md5", "digest-akav1-md5"),
+			Entry("Digest-AKAv1-MD5", cx.SchemeAKAv1MD5),
+			Entry("SIP Digest with a trailing space", "SIP Digest "),
+		)
 	})
 
 	type sarCase struct {

@@ -137,11 +137,13 @@ func (p *Procedures) MultimediaAuth(ctx context.Context, q *cx.MAR) (*cx.MAA, er
 	if err != nil {
 		return nil, err
 	}
+	// Scheme names are compared regardless of case; "Unknown" (or none) lets the HSS choose the subscriber's own.
+	// Only SIP Digest is served: the store holds HA1, not the cleartext password "Digest-MD5" would need.
 	scheme := q.AuthItem.Scheme
-	if scheme == "" || scheme == cx.SchemeUnknown {
+	if scheme == "" || cx.SameScheme(scheme, cx.SchemeUnknown) {
 		scheme = sub.AuthScheme
 	}
-	if scheme != cx.SchemeSIPDigest || sub.AuthScheme != cx.SchemeSIPDigest {
+	if !cx.SameScheme(scheme, cx.SchemeSIPDigest) || !cx.SameScheme(sub.AuthScheme, cx.SchemeSIPDigest) {
 		return nil, cx.Answerf(cx.ErrorAuthSchemeNotSupported, "authentication scheme %q is not supported for %s", scheme, sub.IMPI)
 	}
 	// Every unauthenticated REGISTER costs a MAR: one that would store what is already stored writes nothing

@@ -169,14 +169,6 @@ var _ = Describe("HSS Cx peers", Label("integration"), func() {
 			HaveKeyWithValue("reason", cx.RefusedCERTimeout)))
 	})
 
-	It("closes a connection that goes quiet after its CER", SpecTimeout(15*time.Second), func(_ SpecContext) {
-		h := startHSS(func(c *hss.Config) { c.IdleTimeout = 500 * time.Millisecond })
-		p := dialRaw(h.node.DiameterAddr())
-		Expect(p.closedByPeer()).To(Succeed())
-		Eventually(func() []map[string]any { return h.events("cx_refused") }).Should(ContainElement(
-			HaveKeyWithValue("reason", cx.RefusedIdleTimeout)))
-	})
-
 	It("closes connections beyond the cap at accept and keeps serving the others", SpecTimeout(15*time.Second), func(_ SpecContext) {
 		h := startHSS(func(c *hss.Config) { c.MaxConnections = 3 })
 		_ = dialRaw(h.node.DiameterAddr()) // scscf1, icscf and this one: the cap

@@ -1,6 +1,9 @@
 package cx
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Application and vendor identifiers.
 const (
@@ -172,12 +175,16 @@ const (
 	ReasonRemoveSCSCF          uint32 = 3
 )
 
-// Authentication schemes (SIP-Authentication-Scheme AVP 608).
+// Authentication schemes (SIP-Authentication-Scheme AVP 608). Compare them with SameScheme: peers differ in case
+// (Kamailio's "HSS-Selected" algorithm sends "unknown").
 const (
 	SchemeSIPDigest = "SIP Digest"
 	SchemeAKAv1MD5  = "Digest-AKAv1-MD5"
 	SchemeUnknown   = "Unknown"
 )
+
+// SameScheme reports whether two SIP-Authentication-Scheme values name the same scheme, regardless of case.
+func SameScheme(a, b string) bool { return strings.EqualFold(a, b) }
 
 // Feature bits of Supported-Features, Feature-List-ID 1 (TS 29.229 §7.1.1).
 const (

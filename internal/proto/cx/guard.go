@@ -41,6 +41,7 @@ func (l *guardListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		gc := &guardConn{Conn: c, s: l.s, l: l, accepted: time.Now()}
+		gc.wd = &watchdog{c: gc, cfg: l.s.cfg.Watchdog}
 		l.mu.Lock()
 		if l.conns == nil {
 			l.conns = map[*guardConn]struct{}{}
@@ -66,6 +67,7 @@ func (l *guardListener) closeAll() {
 	l.conns = nil
 	l.mu.Unlock()
 	for c := range conns {
+		c.wd.stop()
 		_ = c.Conn.Close()
 	}
 }
@@ -80,7 +82,8 @@ type guardConn struct {
 	hdr     [headerLen]byte
 
 	accepted time.Time
-	cp       connPeer // what the CER established
+	cp       connPeer  // what the CER established
+	wd       *watchdog // runs from the CER on
 
 	// go-diameter's CER handler writes the CEA before it records the peer as handshaken, and with concurrent
 	// dispatch a request read right after the CER can be handled in between and is then silently dropped. So
@@ -113,6 +116,7 @@ func (c *guardConn) waitHandshake() {
 }
 
 func (c *guardConn) Close() error {
+	c.wd.stop()
 	c.closed.Do(func() {
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
@@ -134,20 +138,20 @@ func (c *guardConn) Write(p []byte) (int, error) {
 func (c *guardConn) Read(p []byte) (int, error) {
 	for len(c.pending) == 0 {
 		c.waitHandshake()
-		// A peer has CERTimeout from the accept to send its CER, then IdleTimeout between messages.
+		// A peer has CERTimeout from the accept to send its CER; after it, the watchdog watches the silence (a
+		// read deadline could fire in the middle of a frame).
 		_, _, done := c.cp.get()
-		deadline, reason := c.accepted.Add(c.s.cfg.CERTimeout), RefusedCERTimeout
+		deadline := c.accepted.Add(c.s.cfg.CERTimeout)
 		if done {
-			deadline, reason = time.Now().Add(c.s.cfg.IdleTimeout), RefusedIdleTimeout
+			deadline = time.Time{}
 		}
 		_ = c.Conn.SetReadDeadline(deadline)
 		frame, err := c.readFrame()
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				host, _, _ := c.cp.get()
-				c.s.refuse(Refusal{Peer: host, Remote: c.RemoteAddr().String(), Reason: reason,
-					Detail: "closing the connection: nothing received in time"})
+			if errors.As(err, &ne) && ne.Timeout() && !done {
+				c.s.refuse(Refusal{Remote: c.RemoteAddr().String(), Reason: RefusedCERTimeout,
+					Detail: "closing the connection: no CER in time"})
 			}
 			return 0, err
 		}
@@ -157,6 +161,9 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		ok, err := c.admit(frame)
 		if err != nil {
 			return 0, err
+		}
+		if _, _, done := c.cp.get(); done {
+			c.wd.alive() // anything received is life, even a request the guard answered itself
 		}
 		if ok {
 			c.pending = frame

@@ -24,7 +24,7 @@ const (
 	RefusedWrongAddress       = "wrong_address"        // CER Origin-Host configured for another address
 	RefusedNoCER              = "no_cer"               // a message before the CER
 	RefusedCERTimeout         = "cer_timeout"          // no CER in time
-	RefusedIdleTimeout        = "idle_timeout"         // nothing received in time after the CER
+	RefusedWatchdog           = "watchdog"             // DWRs unanswered: the connection was closed (watchdog.go)
 	RefusedConnectionCap      = "connection_cap"       // too many connections
 	RefusedOriginHostMismatch = "origin_host_mismatch" // request Origin-Host differs from the CER's
 	RefusedCommandNotAllowed  = "command_not_allowed"  // e.g. MAR from the I-CSCF

@@ -65,9 +65,9 @@ type ServerConfig struct {
 	AllowAnyPeer bool
 	// CERTimeout closes a connection that sends no CER in time (default 5s).
 	CERTimeout time.Duration
-	// IdleTimeout closes a connection that sends nothing in time after its CER (default 30s; clients send a DWR
-	// every few seconds).
-	IdleTimeout time.Duration
+	// Watchdog is the device watchdog run on each connection after its CER (watchdog.go): a DWR after Tw of
+	// silence, the connection closed after MaxMissed unanswered ones.
+	Watchdog WatchdogConfig
 	// MaxConnections closes connections accepted beyond this many open ones (default 64).
 	MaxConnections int
 }
@@ -86,8 +86,11 @@ func (c *ServerConfig) Validate() error {
 	if c.RequestTimeout < 0 {
 		return errors.New("cx server: request_timeout: must not be negative")
 	}
-	if c.CERTimeout < 0 || c.IdleTimeout < 0 {
-		return errors.New("cx server: cer_timeout, idle_timeout: must not be negative")
+	if c.CERTimeout < 0 {
+		return errors.New("cx server: cer_timeout: must not be negative")
+	}
+	if err := c.Watchdog.Validate("cx server: watchdog"); err != nil {
+		return err
 	}
 	if c.MaxConnections < 0 {
 		return errors.New("cx server: max_connections: must not be negative")
@@ -114,9 +117,7 @@ func (c *ServerConfig) defaults() {
 	if c.CERTimeout == 0 {
 		c.CERTimeout = 5 * time.Second
 	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = 30 * time.Second
-	}
+	c.Watchdog = c.Watchdog.WithDefaults()
 	if c.MaxConnections == 0 {
 		c.MaxConnections = 64
 	}
@@ -308,12 +309,17 @@ func (s *Server) dispatch(ctx context.Context, code uint32, m *diam.Message, x *
 }
 
 // handle decodes a Cx request, checks a MAR's or SAR's Server-Name against the peer (nil: no check) and calls
-// the handler.
+// the handler. An error answer echoes the request's identities (see echoIdentities).
 func (s *Server) handle(ctx context.Context, code uint32, m *diam.Message, x *Exchange, peer *Peer) (payload []*diam.AVP, res Result, errMsg string, failed []*diam.AVP) {
 	var (
 		out any
 		err error
 	)
+	defer func() {
+		if !res.IsSuccess() && len(payload) == 0 {
+			payload = echoIdentities(x)
+		}
+	}()
 	switch code {
 	case CmdUA:
 		q, rerr := decodeUAR(m)
@@ -385,6 +391,21 @@ func (s *Server) handle(ctx context.Context, code uint32, m *diam.Message, x *Ex
 		return nil, UnableToComply, "unable to comply", nil
 	}
 	return payload, res, "", nil
+}
+
+// echoIdentities is the payload of an error answer: the request's User-Name and its first Public-Identity, as
+// far as they could be decoded. TS 29.229 makes them optional, but clients read them before the result (Kamailio's
+// I-CSCF and S-CSCF report a missing User-Name as "private identity not found" instead of the real cause), and
+// they make a failure diagnosable in a capture.
+func echoIdentities(x *Exchange) []*diam.AVP {
+	var out []*diam.AVP
+	if x.UserName != "" {
+		out = append(out, m0(avpUserName, datatype.UTF8String(x.UserName)))
+	}
+	if x.PublicIdentity != "" {
+		out = append(out, mv(avpPublicIdentity, datatype.UTF8String(x.PublicIdentity)))
+	}
+	return out
 }
 
 // answer builds an answer in the AVP order of TS 29.229's ABNF. Cx results go in Experimental-Result and then

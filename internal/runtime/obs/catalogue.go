@@ -226,7 +226,8 @@ type CxAnswer struct {
 func (CxAnswer) Kind() string { return "cx_answer" }
 
 // CxRefused is a Cx connection or request the HSS refused (a peer not on its allow-list, a request it does not
-// accept). The report's security section counts them.
+// accept), or a connection it closed (no CER in time; reason "watchdog": DWRs went unanswered). The report's
+// security section counts them.
 //
 // Written by: hss.
 type CxRefused struct {
