@@ -753,6 +753,43 @@ var _ = Describe("the shipped scenarios, shortened for CI", Label("e2e"), Ordere
 				Expect(ok).To(BeTrue(), "%s: %s passed the INVITE on to the BAC\n%s", u, toB.To, desc)
 			}
 		})
+
+		It("counts the calls up at the kill that it cut, from the phones' own records, the post-dial delay after it "+
+			"and a probe share within 10 %", func() {
+			s := r()
+			c := s.sum.CallsCut
+			Expect(c).NotTo(BeNil())
+			Expect(c.SessionTimers).To(BeTrue(), "the scenario turns session timers on")
+			Expect(c.InProgress).To(BeNumerically(">", 0), "model calls were up at the kill")
+			Expect(c.Cut + c.Survived + c.Unknown).To(Equal(c.InProgress))
+			// Recomputed from records.jsonl: a call up at the kill is cut when a leg says ended "cut" after the
+			// kill, or a leg's BYE after the kill failed.
+			up, cut := map[string]bool{}, map[string]bool{}
+			for _, x := range s.records {
+				if x.Type != "call" || x.Probe != "" || x.Result != "ok" || x.Setup200 == nil {
+					continue
+				}
+				answered := x.TNs + int64(*x.Setup200*1e6)
+				end := answered + int64(x.DurationMs*1e6)
+				if answered >= s.faultNs || end <= s.faultNs {
+					continue
+				}
+				up[x.CallID] = true
+				if x.Ended == ue.EndedCut && x.CutNs >= s.faultNs ||
+					x.Ended != "remote" && x.ByeResult != "" && x.ByeResult != "ok" && x.ByeResult != "aborted" {
+					cut[x.CallID] = true
+				}
+			}
+			Expect(c.InProgress).To(Equal(len(up)))
+			Expect(c.Cut).To(Equal(len(cut)))
+			p := s.sum.PostDialDelay
+			Expect(p).NotTo(BeNil())
+			Expect(p.Calls).To(BeNumerically(">", 0), "the affected users called and were called after the kill")
+			Expect(p.Answer.Count).To(Equal(p.Answered))
+			Expect(s.sum.ProbeLoad).NotTo(BeNil())
+			Expect(s.sum.ProbeLoad.Share).To(BeNumerically("<=", 0.1))
+			Expect(s.sum.ProbeLoad.ProbedUsers).To(BeNumerically("<=", 6), "reachability.sample: 6")
+		})
 	})
 
 	// Fast failure detection (issue 32, docs/architecture.md): the same kills with failover.provisional_timeout
