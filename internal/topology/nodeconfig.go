@@ -36,6 +36,7 @@ type NodeConfig struct {
 	DNSServer    string       `yaml:"dns_server"`
 	Timers       Timers       `yaml:"timers"`
 	Probing      Probing      `yaml:"probing"`
+	Failover     Failover     `yaml:"failover,omitempty"`
 	Registration Registration `yaml:"registration"`
 	// EventsFile receives the node's events, one JSON line each ("" = none).
 	EventsFile string `yaml:"events_file,omitempty"`
@@ -157,7 +158,7 @@ func (t *Topology) NodeConfig(name string, opts ...NodeOption) (*NodeConfig, err
 	c := &NodeConfig{
 		Name: n.Name, Kind: n.Kind, Domain: t.Domain, FQDN: n.FQDN, Listen: n.Listen(), DNSServer: t.DNS.Listen,
 		Timers: mergeTimers(t.Timers, ov.Timers), Probing: mergeProbing(t.Probing, ov.Probing),
-		Registration: t.Registration, Log: mergeLog(t.Log, ov.Log), Overload: t.Overload,
+		Failover: t.Failover, Registration: t.Registration, Log: mergeLog(t.Log, ov.Log), Overload: t.Overload,
 		MetricsListen: ov.Metrics,
 	}
 	if o.seed != 0 {
@@ -320,6 +321,7 @@ func (c *NodeConfig) Validate() error {
 	}
 	v.timers("timers", c.Timers)
 	v.probing("probing", c.Probing)
+	v.failover("failover", c.Failover, c.Timers)
 	v.seconds("registration.expires", c.Registration.Expires, time.Second)
 	v.log("log", c.Log)
 	v.trust("trust", c.Trust)

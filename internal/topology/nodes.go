@@ -34,7 +34,13 @@ type Node struct {
 	Standby bool
 	// Spare marks the cold spare of an n-plus-1 pool (its last member).
 	Spare bool
+	// Vendor is "" for the lab's own network functions and VendorKamailio for a Kamailio S-CSCF member
+	// (pools.scscf.kamailio): the lab runs Kamailio for it instead of cmd/scscf.
+	Vendor string
 }
+
+// VendorKamailio marks a node run by Kamailio's IMS modules (Node.Vendor).
+const VendorKamailio = "kamailio"
 
 // Endpoint returns address:port of the named port, or "" when the node has no such port.
 func (n Node) Endpoint(port string) string {
@@ -111,6 +117,9 @@ func (t *Topology) poolNodes(k Kind) []Node {
 		n := sipNode(MemberName(k, i), k, addr, port)
 		n.Pool, n.Index = string(k), i
 		n.Spare = p.SchemeOf() == SchemeNPlus1 && i == p.Size && p.Size > 1
+		if p.IsKamailio(i) {
+			n.Vendor = VendorKamailio
+		}
 		out = append(out, n)
 	}
 	if p.SchemeOf() == SchemeActiveStandby {

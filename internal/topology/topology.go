@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -52,6 +53,9 @@ type Topology struct {
 	Probing      Probing      `yaml:"probing"`
 	Registration Registration `yaml:"registration"`
 	Log          Log          `yaml:"log"`
+	// Failover turns fast failure detection on for every node (off by default: the study's reference scheme is
+	// probe-based detection; docs/architecture.md, "Fast failure detection").
+	Failover Failover `yaml:"failover,omitempty"`
 	// Trace bounds or switches off the nodes' message traces (docs/architecture.md, "Message trace").
 	Trace Trace `yaml:"trace,omitempty"`
 	// Overload tunes how every SIP node and the HSS shed load they cannot serve (docs/architecture.md,
@@ -123,7 +127,14 @@ type Pool struct {
 	// StandbyAddresses are the standbys' addresses of an active-standby pool whose members each have their own
 	// address (addresses + port); with base_port the standbys take the ports after the members.
 	StandbyAddresses []string `yaml:"standby_addresses,omitempty"`
+	// Kamailio lists the members (1-based) that are not ours but Kamailio's IMS S-CSCF (ims_registrar_scscf,
+	// ims_auth, cdp as a Cx client of the HSS): a mixed pool (docs/mixed-pool.md). S-CSCF pool only, local labs
+	// only, and not under a scheme that copies registrations between members.
+	Kamailio []int `yaml:"kamailio,omitempty"`
 }
+
+// IsKamailio reports whether member k (1-based) of the pool is a Kamailio S-CSCF.
+func (p *Pool) IsKamailio(k int) bool { return slices.Contains(p.Kamailio, k) }
 
 // Protection schemes of a pool (issue 6; docs/schemes.md). The study's Table 1 compares them.
 const (
@@ -191,7 +202,29 @@ type Probing struct {
 	// than this late while it waited (it was itself starved of CPU; pool.HealthConfig.LagExcuse). 0 = half the
 	// probe timeout, negative = off.
 	LagExcuse time.Duration `yaml:"lag_excuse,omitempty"`
+	// Jitter spreads each node's probes of a peer: every wait between two probes is the interval ± a uniform draw
+	// of at most this (pool.HealthConfig.Jitter). 0 = none; less than the interval.
+	Jitter time.Duration `yaml:"jitter,omitempty"`
 }
+
+// MinProbeInterval is the shortest probing interval a topology may set.
+const MinProbeInterval = 100 * time.Millisecond
+
+// Failover configures fast failure detection (docs/architecture.md, "Fast failure detection").
+type Failover struct {
+	// ProvisionalTimeout: an INVITE sent to a pool member that gets no response at all (not even 100 Trying)
+	// within this time goes to the next member, and the silence counts as a missed probe of that member
+	// (sipx.ForwarderConfig.ProvisionalTimeout). Every node then answers INVITEs 100 Trying at once. 0 (the
+	// default) = off: an INVITE waits timers.invite_no_answer. Between 50 ms and timers.invite_no_answer.
+	ProvisionalTimeout time.Duration `yaml:"provisional_timeout,omitempty"`
+}
+
+// Fast reports whether fast failure detection is on.
+func (f Failover) Fast() bool { return f.ProvisionalTimeout > 0 }
+
+// MinProvisionalTimeout is the shortest Failover.ProvisionalTimeout: below it a loaded but live hop's 100 Trying
+// would often come too late.
+const MinProvisionalTimeout = 50 * time.Millisecond
 
 // Registration configures registrations.
 type Registration struct {

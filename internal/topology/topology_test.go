@@ -197,6 +197,15 @@ var _ = Describe("Parse", Label("unit"), func() {
 		Entry("timer F zero", withLine(32, "  non_invite_no_answer: 0s"), "timers.non_invite_no_answer", 32, "must be positive"),
 		Entry("probe interval zero", withLine(34, "  interval: 0s"), "probing.interval", 34, "must be positive"),
 		Entry("probe timeout above interval", withLine(35, "  timeout: 2s"), "probing.timeout", 35, "not be longer than the interval"),
+		Entry("probe interval under 100 ms", withLine(34, "  interval: 50ms"), "probing.interval", 34, "at least 100ms"),
+		Entry("jitter as long as the interval", withLine(37, "  successes_to_up: 1\n  jitter: 1s"), "probing.jitter", 38, "less than the interval (1s)"),
+		Entry("negative jitter", withLine(37, "  successes_to_up: 1\n  jitter: -5ms"), "probing.jitter", 38, "must not be negative"),
+		Entry("override jitter above a node's interval", base+"nodes:\n  bac:\n    probing: {interval: 100ms, timeout: 50ms, jitter: 200ms}\n",
+			"nodes.bac.probing.jitter", 42, "less than the interval (100ms)"),
+		Entry("provisional timeout too short", base+"failover: {provisional_timeout: 10ms}\n", "failover.provisional_timeout", 40, "at least 50ms"),
+		Entry("provisional timeout negative", base+"failover: {provisional_timeout: -1s}\n", "failover.provisional_timeout", 40, "must not be negative"),
+		Entry("provisional timeout as long as timer B", base+"failover: {provisional_timeout: 2s}\n", "failover.provisional_timeout", 40,
+			"shorter than timers.invite_no_answer (2s)"),
 		Entry("failures_to_down zero", withLine(36, "  failures_to_down: 0"), "probing.failures_to_down", 36, "at least 1"),
 		Entry("successes_to_up zero", withLine(37, "  successes_to_up: 0"), "probing.successes_to_up", 37, "at least 1"),
 		Entry("expires zero", withLine(39, "  expires: 0s"), "registration.expires", 39, "at least 1s"),
@@ -215,6 +224,31 @@ var _ = Describe("Parse", Label("unit"), func() {
 		Entry("metrics without a port", base+"nodes:\n  bac:\n    metrics: 127.0.0.1\n", "nodes.bac.metrics", 42, "host:port"),
 		Entry("metrics of the DNS", base+"nodes:\n  dnsd:\n    metrics: 127.0.0.1:9100\n", "nodes.dnsd.metrics", 42, "only SIP nodes"),
 	)
+
+	It("keeps fast failure detection off by default and reads it, and probing down to 100 ms with jitter, when given", func() {
+		d := topology.Default()
+		Expect(d.Failover.Fast()).To(BeFalse(), "the study's reference: probe-based detection")
+		for _, n := range []string{"bac", "pcscf1", "icscf", "scscf2"} {
+			c, err := d.NodeConfig(n)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(c.Failover.ProvisionalTimeout).To(BeZero())
+		}
+		t, err := topology.Parse([]byte(base + "failover: {provisional_timeout: 200ms}\n" +
+			"nodes:\n  bac:\n    probing: {interval: 100ms, timeout: 80ms, jitter: 20ms}\n"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(t.Failover.ProvisionalTimeout).To(Equal(200 * time.Millisecond))
+		c, err := t.NodeConfig("bac")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Failover.ProvisionalTimeout).To(Equal(200*time.Millisecond), "every node gets it")
+		Expect(c.Probing.Interval).To(Equal(100 * time.Millisecond))
+		Expect(c.Probing.Jitter).To(Equal(20 * time.Millisecond))
+		Expect(c.Validate()).To(Succeed())
+		b, err := t.Marshal()
+		Expect(err).NotTo(HaveOccurred())
+		back, err := topology.Parse(b)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(back.Failover).To(Equal(t.Failover))
+	})
 
 	It("lists every bad field at once", func() {
 		doc := withLine(20, "    size: 0")

@@ -130,12 +130,35 @@ func (v *validator) timers(prefix string, t Timers) {
 
 func (v *validator) probing(prefix string, p Probing) {
 	v.positive(prefix+".interval", p.Interval)
+	if p.Interval > 0 && p.Interval < MinProbeInterval {
+		v.add(prefix+".interval", "%s: must be at least %s", p.Interval, MinProbeInterval)
+	}
+	switch {
+	case p.Jitter < 0:
+		v.add(prefix+".jitter", "%s: must not be negative", p.Jitter)
+	case p.Jitter > 0 && p.Jitter >= p.Interval:
+		v.add(prefix+".jitter", "%s: must be less than the interval (%s)", p.Jitter, p.Interval)
+	}
 	v.positive(prefix+".timeout", p.Timeout)
 	if p.Timeout > p.Interval && p.Interval > 0 {
 		v.add(prefix+".timeout", "%s: must not be longer than the interval (%s)", p.Timeout, p.Interval)
 	}
 	v.atLeast1(prefix+".failures_to_down", p.FailuresToDown)
 	v.atLeast1(prefix+".successes_to_up", p.SuccessesToUp)
+}
+
+// failover checks fast failure detection against the INVITE no-answer time it shortens (t: the node's timers).
+func (v *validator) failover(prefix string, f Failover, t Timers) {
+	d := f.ProvisionalTimeout
+	switch {
+	case d < 0:
+		v.add(prefix+".provisional_timeout", "%s: must not be negative", d)
+	case d > 0 && d < MinProvisionalTimeout:
+		v.add(prefix+".provisional_timeout", "%s: must be 0 (off) or at least %s", d, MinProvisionalTimeout)
+	case d > 0 && t.InviteNoAnswer > 0 && d >= t.InviteNoAnswer:
+		v.add(prefix+".provisional_timeout", "%s: must be shorter than timers.invite_no_answer (%s)", d,
+			t.InviteNoAnswer)
+	}
 }
 
 func (v *validator) log(prefix string, l Log) {
@@ -218,6 +241,36 @@ func (v *validator) pool(prefix string, p Pool) {
 	}
 }
 
+// kamailio checks the Kamailio members of a mixed pool (Pool.Kamailio).
+func (v *validator) kamailio(t *Topology) {
+	if len(t.Pools.PCSCF.Kamailio) > 0 {
+		v.add("pools.pcscf.kamailio", "Kamailio runs only as an S-CSCF member (the lab has no Kamailio P-CSCF)")
+	}
+	p := t.Pools.SCSCF
+	if len(p.Kamailio) == 0 {
+		return
+	}
+	seen := map[int]bool{}
+	for i, k := range p.Kamailio {
+		f := fmt.Sprintf("pools.scscf.kamailio[%d]", i)
+		switch {
+		case k < 1 || k > p.Size:
+			v.add(f, "%d: not a member of the pool (1..%d)", k, p.Size)
+		case seen[k]:
+			v.add(f, "%d: listed twice", k)
+		}
+		seen[k] = true
+	}
+	if s := p.SchemeOf(); SchemeReplicates(s) {
+		v.add("pools.scscf.kamailio", "scheme %s copies registrations between members, and Kamailio's S-CSCF "+
+			"cannot take part: use quasi-pool, load-sharing or n-plus-1", s)
+	}
+	if t.Networks != nil {
+		v.add("pools.scscf.kamailio", "Kamailio members run only in the local lab (processes or namespaces), "+
+			"not in containers")
+	}
+}
+
 // Validate checks the topology. The error lists every bad field (errors.Join of *FieldError).
 func (t *Topology) Validate() error {
 	var v validator
@@ -237,9 +290,11 @@ func (t *Topology) Validate() error {
 	v.host("icscf", t.ICSCF)
 	v.pool("pools.pcscf", t.Pools.PCSCF)
 	v.pool("pools.scscf", t.Pools.SCSCF)
+	v.kamailio(t)
 	structural := len(v.errs) == 0 // the checks of names and endpoints below need the nodes, which need these
 	v.timers("timers", t.Timers)
 	v.probing("probing", t.Probing)
+	v.failover("failover", t.Failover, t.Timers)
 	v.seconds("registration.expires", t.Registration.Expires, time.Second)
 	v.log("log", t.Log)
 	if t.Overload.Target < 0 || t.Overload.MaxInFlight < 0 || t.Overload.RetryAfter < 0 {
@@ -367,6 +422,9 @@ func mergeProbing(base, o Probing) Probing {
 	}
 	if o.LagExcuse != 0 {
 		base.LagExcuse = o.LagExcuse
+	}
+	if o.Jitter != 0 {
+		base.Jitter = o.Jitter
 	}
 	return base
 }

@@ -105,25 +105,28 @@ type Result struct {
 
 // Setup describes what ran, for the report's setup section.
 type Setup struct {
-	DurationS      float64  `json:"duration_s"`
-	Phones         int      `json:"phones"`
-	CallRate       float64  `json:"call_rate"`
-	ProbeIntervalS float64  `json:"probe_interval_s"`
-	HoldS          float64  `json:"hold_s"`
-	ExpiresS       float64  `json:"registration_expires_s"`
-	ProbingS       float64  `json:"probing_interval_s"`
-	FailuresToDown int      `json:"failures_to_down"`
-	ActivePCSCF    int      `json:"active_pcscf"`
-	ActiveSCSCF    int      `json:"active_scscf"`
-	Faults         []string `json:"faults"`
-	Variants       []string `json:"variants"`
+	DurationS      float64 `json:"duration_s"`
+	Phones         int     `json:"phones"`
+	CallRate       float64 `json:"call_rate"`
+	ProbeIntervalS float64 `json:"probe_interval_s"`
+	HoldS          float64 `json:"hold_s"`
+	ExpiresS       float64 `json:"registration_expires_s"`
+	ProbingS       float64 `json:"probing_interval_s"`
+	FailuresToDown int     `json:"failures_to_down"`
+	// ProvisionalTimeoutS is fast failure detection's timer (topology failover.provisional_timeout); 0: off.
+	ProvisionalTimeoutS float64  `json:"provisional_timeout_s,omitempty"`
+	ActivePCSCF         int      `json:"active_pcscf"`
+	ActiveSCSCF         int      `json:"active_scscf"`
+	Faults              []string `json:"faults"`
+	Variants            []string `json:"variants"`
 }
 
 func setupOf(sc *scenario.Scenario, vs []Variant) Setup {
 	s := Setup{DurationS: sc.Duration.Seconds(), Phones: sc.Traffic.Phones, CallRate: sc.Traffic.CallRate,
 		ProbeIntervalS: sc.Traffic.ProbeInterval.Seconds(), HoldS: sc.Traffic.Hold.Seconds(),
 		ExpiresS: sc.Topology.Registration.Expires.Seconds(), ProbingS: sc.Topology.Probing.Interval.Seconds(),
-		FailuresToDown: sc.Topology.Probing.FailuresToDown, ActivePCSCF: sc.Topology.Pools.PCSCF.Size,
+		FailuresToDown:      sc.Topology.Probing.FailuresToDown,
+		ProvisionalTimeoutS: sc.Topology.Failover.ProvisionalTimeout.Seconds(), ActivePCSCF: sc.Topology.Pools.PCSCF.Size,
 		ActiveSCSCF: sc.Topology.Pools.SCSCF.Size, Faults: []string{}}
 	for _, f := range sc.Faults {
 		s.Faults = append(s.Faults, f.String())

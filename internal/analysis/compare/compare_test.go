@@ -380,6 +380,11 @@ var _ = Describe("sweeps", Label("unit"), func() {
 		Expect(err).To(HaveOccurred())
 		_, err = compare.ParseParam("colour=red")
 		Expect(err).To(MatchError(ContainSubstring("pool_size")))
+		fast, err := compare.ParseParam("provisional_timeout=0,200ms")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fast.Values).To(Equal([]string{"0", "200ms"}))
+		_, err = compare.ParseParam("provisional_timeout=10ms")
+		Expect(err).To(MatchError(ContainSubstring("provisional_timeout \"10ms\": want 0 (off) or a duration of at least 50ms")))
 		vs, _ := compare.ParseVariants("quasi-pool,n-plus-1")
 		f := &fakeRun{}
 		rows, err := compare.Sweep(ctx, compare.SweepConfig{Scenario: loadScenario(), Params: []compare.Param{n, e},
@@ -404,6 +409,23 @@ var _ = Describe("sweeps", Label("unit"), func() {
 		Expect(recs[0]).To(ContainElement("mt_interruption_p95_s"))
 		Expect(filepath.Join(dir, "plots", "sweep_pool_size.svg")).To(BeAnExistingFile())
 		Expect(filepath.Join(dir, "plots", "sweep_expires.svg")).To(BeAnExistingFile())
+	}, SpecTimeout(30*time.Second))
+
+	It("compares fast failure detection with the probe-based reference (provisional_timeout=0,200ms)", func(ctx SpecContext) {
+		p, err := compare.ParseParam("provisional_timeout=0,200ms")
+		Expect(err).NotTo(HaveOccurred())
+		vs, _ := compare.ParseVariants("quasi-pool")
+		f := &fakeRun{}
+		rows, err := compare.Sweep(ctx, compare.SweepConfig{Scenario: loadScenario(), Params: []compare.Param{p},
+			Variants: vs, OutDir: GinkgoT().TempDir(), Run: f.run, Seed: 5})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rows).To(HaveLen(2))
+		var got []time.Duration
+		for _, sc := range f.runs {
+			got = append(got, sc.Topology.Failover.ProvisionalTimeout)
+			Expect(sc.Topology.Validate()).To(Succeed())
+		}
+		Expect(got).To(ConsistOf(time.Duration(0), 200*time.Millisecond))
 	}, SpecTimeout(30*time.Second))
 
 	It("repeats runs with a seed parameter, each run with its own seed", func(ctx SpecContext) {

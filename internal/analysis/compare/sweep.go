@@ -21,6 +21,7 @@ import (
 	"github.com/imslab/quasipool/internal/analysis/stats"
 	"github.com/imslab/quasipool/internal/harness/lab"
 	"github.com/imslab/quasipool/internal/harness/scenario"
+	"github.com/imslab/quasipool/internal/topology"
 )
 
 // Sweep parameters: name → how a value is parsed and applied to a scenario copy.
@@ -40,13 +41,27 @@ var sweepParams = map[string]struct {
 	"probe_interval": {"OPTIONS probing interval of every node (topology.probing.interval), e.g. 1s",
 		func(sc *scenario.Scenario, v string) (float64, error) {
 			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return 0, fmt.Errorf("probe_interval %q: want a positive duration", v)
+			if err != nil || d < topology.MinProbeInterval {
+				return 0, fmt.Errorf("probe_interval %q: want a duration of at least %s", v, topology.MinProbeInterval)
 			}
 			sc.Topology.Probing.Interval = d
 			if sc.Topology.Probing.Timeout >= d {
 				sc.Topology.Probing.Timeout = d / 2
 			}
+			return d.Seconds(), nil
+		}},
+	"provisional_timeout": {"fast failure detection (topology.failover.provisional_timeout): an INVITE to a pool " +
+		"member with no provisional answer within it fails over; 0 = off, the probe-based reference; e.g. 0,200ms",
+		func(sc *scenario.Scenario, v string) (float64, error) {
+			d, err := time.ParseDuration(v)
+			if v == "0" {
+				d, err = 0, nil
+			}
+			if err != nil || d < 0 || d > 0 && d < topology.MinProvisionalTimeout {
+				return 0, fmt.Errorf("provisional_timeout %q: want 0 (off) or a duration of at least %s", v,
+					topology.MinProvisionalTimeout)
+			}
+			sc.Topology.Failover.ProvisionalTimeout = d
 			return d.Seconds(), nil
 		}},
 	"expires": {"registration period (topology.registration.expires, whole seconds); phones refresh at about half",

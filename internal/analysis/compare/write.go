@@ -299,6 +299,10 @@ func setupLines(res *Result) []string {
 			"re-registers during the run when that is shorter than the time after the fault); OPTIONS probing "+
 			"every %.1f s, %d failures to down.", s.ExpiresS, s.ProbingS, s.FailuresToDown),
 	}
+	if s.ProvisionalTimeoutS > 0 {
+		l = append(l, fmt.Sprintf("Fast failure detection: an INVITE to a pool member with no provisional answer "+
+			"within %.0f ms goes to the next member and counts as a missed probe.", s.ProvisionalTimeoutS*1000))
+	}
 	if res.Description != "" {
 		l = append(l, "What happens: "+strings.TrimSpace(res.Description))
 	}

@@ -19,3 +19,6 @@ func TimelineOf(runDir string) (fromS, toS float64, series map[string][]float64,
 	}
 	return tl.fromS, tl.toS, series, detections, nil
 }
+
+// DistributionOf is the post-dial delay's summary of a sample.
+func DistributionOf(xs []float64) *Distribution { return distribution(xs) }

@@ -114,6 +114,14 @@ type record struct {
 	SCSCF     string   `json:"scscf"`
 	Probe     string   `json:"probe"`      // reachability probe ("mt", "mo", "prober"); "" = the users' traffic
 	ProbeUser string   `json:"probe_user"` // the probed user (the caller's record of a probe call)
+	// How an answered call ended (callscut.go): "local", "remote", "shutdown" or "cut", when a phone noticed the
+	// cut, the caller's session refreshes, and the BYE this phone sent.
+	Ended         string `json:"ended"`
+	CutNs         int64  `json:"cut_ns"`
+	RefreshResult string `json:"refresh_result"`
+	Refreshes     int    `json:"refreshes"`
+	LastRefreshNs int64  `json:"last_refresh_ns"`
+	ByeResult     string `json:"bye_result"`
 }
 
 func (r *record) ok() bool { return r.Result == "ok" }

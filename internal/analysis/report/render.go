@@ -123,6 +123,7 @@ func kpiRows(s *Summary) []kpiRow {
 		kpiRow{"failed calls by cause", fmtCounts(s.Calls.ByCause)},
 		kpiRow{"registrations (failed / total)", fmt.Sprintf("%d / %d", s.Registrations.Failed, s.Registrations.Total)},
 	)
+	rows = append(rows, workloadRows(s)...)
 	cmds := make([]string, 0, len(s.CX))
 	for c := range s.CX {
 		cmds = append(cmds, c)

@@ -100,6 +100,7 @@ func Build(runDir string, opts ...Option) (*Summary, error) {
 	}
 	s.Pcap.Duplicates = dups
 	a.signalling(r, msgs)
+	a.workload(r, msgs)
 	a.takeoverCx(r)
 	s.MemberLoad = a.memberLoad(r)
 	s.Cost = a.cost(r)

@@ -55,6 +55,13 @@ type Summary struct {
 	// that window is shorter than 10 s).
 	Cost *Cost `json:"cost,omitempty"`
 
+	// PostDialDelay, CallsCut and ProbeLoad (absent without a fault): the post-dial delay of calls to or from
+	// affected users after their fault, the calls up at the first fault that it cut, and the probes' share of the
+	// phones' signalling after it. docs/report.md, "Post-dial delay", "Calls cut" and "Probe load".
+	PostDialDelay *PostDialDelay `json:"post_dial_delay,omitempty"`
+	CallsCut      *CallsCut      `json:"calls_cut,omitempty"`
+	ProbeLoad     *ProbeLoad     `json:"probe_load,omitempty"`
+
 	SetupLatencyMs SetupLatency `json:"setup_latency_ms"`
 	Calls          CallCounts   `json:"calls"`
 	Registrations  RegCounts    `json:"registrations"`

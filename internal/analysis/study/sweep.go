@@ -23,6 +23,7 @@ import (
 
 	"github.com/imslab/quasipool/internal/analysis/stats"
 	"github.com/imslab/quasipool/internal/harness/scenario"
+	"github.com/imslab/quasipool/internal/topology"
 )
 
 // Sweep is an experiment's sweep block: the experiment runs once per value of one parameter, each value as its own
@@ -95,7 +96,7 @@ func seconds(x float64) time.Duration { return time.Duration(math.Round(x * floa
 // sweepParams are the parameters a sweep can vary.
 var sweepParams = map[string]sweepParam{
 	"probing.interval": {doc: "OPTIONS probing interval of every node (topology.probing.interval); a probe timeout " +
-		"not shorter than the interval becomes half of it", unit: "s", parse: parseDuration(time.Millisecond, false),
+		"not shorter than the interval becomes half of it", unit: "s", parse: parseDuration(topology.MinProbeInterval, false),
 		apply: func(sc *scenario.Scenario, x float64) {
 			d := seconds(x)
 			sc.Topology.Probing.Interval = d
@@ -103,6 +104,15 @@ var sweepParams = map[string]sweepParam{
 				sc.Topology.Probing.Timeout = d / 2
 			}
 		}},
+	"failover.provisional_timeout": {doc: "fast failure detection (topology.failover.provisional_timeout): an " +
+		"INVITE to a pool member with no provisional answer within it fails over; 0 = off, the probe-based reference",
+		unit: "s", parse: func(v string) (float64, error) {
+			if v == "0" {
+				return 0, nil
+			}
+			return parseDuration(topology.MinProvisionalTimeout, false)(v)
+		},
+		apply: func(sc *scenario.Scenario, x float64) { sc.Topology.Failover.ProvisionalTimeout = seconds(x) }},
 	"probing.failures_to_down": {doc: "failed probes before a peer is marked down (topology.probing.failures_to_down)",
 		unit: "probes", parse: parseNumber(1, 20, true),
 		apply: func(sc *scenario.Scenario, x float64) { sc.Topology.Probing.FailuresToDown = int(x) }},

@@ -89,6 +89,13 @@ var _ = Describe("sweeps in a study", Label("unit"), func() {
 		Entry("failures to down", "probing.failures_to_down", "3", func(sc *scenario.Scenario) {
 			Expect(sc.Topology.Probing.FailuresToDown).To(Equal(3))
 		}),
+		Entry("fast failure detection", "failover.provisional_timeout", "200ms", func(sc *scenario.Scenario) {
+			Expect(sc.Topology.Failover.ProvisionalTimeout).To(Equal(200 * time.Millisecond))
+			Expect(sc.Topology.Validate()).To(Succeed())
+		}),
+		Entry("fast failure detection off (the reference)", "failover.provisional_timeout", "0", func(sc *scenario.Scenario) {
+			Expect(sc.Topology.Failover.Fast()).To(BeFalse())
+		}),
 		Entry("registration period", "registration.expires", "3600s", func(sc *scenario.Scenario) {
 			Expect(sc.Topology.Registration.Expires).To(Equal(time.Hour))
 		}),
@@ -116,7 +123,7 @@ var _ = Describe("sweeps in a study", Label("unit"), func() {
 			Expect(err).To(MatchError(ContainSubstring(want)))
 		},
 		Entry("unknown parameter", "sweep: {param: probing.intervall, values: [1s]}", "",
-			`experiments[0].sweep.param: "probing.intervall": unknown, want one of pool_size, probing.failures_to_down`),
+			`experiments[0].sweep.param: "probing.intervall": unknown, want one of failover.provisional_timeout, pool_size, probing.failures_to_down`),
 		Entry("no parameter", "sweep: {values: [1s]}", "", "experiments[0].sweep.param: missing"),
 		Entry("no values", "sweep: {param: probing.interval}", "", "experiments[0].sweep.values: missing"),
 		Entry("a duration without its unit", "sweep: {param: probing.interval, values: [1s, 2]}", "",
@@ -129,6 +136,8 @@ var _ = Describe("sweeps in a study", Label("unit"), func() {
 			`experiments[0].sweep.values[1]: traffic.idle_share: "1.5": must be from 0 to 1`),
 		Entry("a pool size of 1", "sweep: {param: pool_size, values: [1, 2]}", "",
 			`experiments[0].sweep.values[0]: pool_size: "1": must be from 2 to 8`),
+		Entry("a provisional timeout too short", "sweep: {param: failover.provisional_timeout, values: [0, 10ms]}", "",
+			`experiments[0].sweep.values[1]: failover.provisional_timeout: "10ms": must be at least 50ms`),
 		Entry("fractional failures", "sweep: {param: probing.failures_to_down, values: [1.5]}", "",
 			`experiments[0].sweep.values[0]: probing.failures_to_down: "1.5": want a whole number`),
 		Entry("a swept pool size also overridden", "sweep: {param: pool_size, values: [2, 4]}", "\n    pool_size: 4",

@@ -59,6 +59,12 @@ func (l *Lab) Prepare() error {
 		return fmt.Errorf("lab: %w", err)
 	}
 	for _, n := range l.nodes {
+		if n.Vendor == topology.VendorKamailio {
+			if err := l.writeKamailio(n); err != nil {
+				return err
+			}
+			continue
+		}
 		if n.Kind != topology.KindHSS {
 			continue
 		}
@@ -131,7 +137,7 @@ func marshalHSSConfig(c hss.Config) ([]byte, error) {
 func (l *Lab) Build(ctx context.Context) error {
 	var kinds []string
 	for _, n := range l.nodes {
-		if n.runnable && n.selected && !slices.Contains(kinds, string(n.Kind)) {
+		if n.runnable && n.selected && n.Vendor == "" && !slices.Contains(kinds, string(n.Kind)) {
 			kinds = append(kinds, string(n.Kind))
 		}
 	}
@@ -152,7 +158,9 @@ func (l *Lab) Build(ctx context.Context) error {
 		return err
 	}
 	for _, n := range l.nodes {
-		n.bin = filepath.Join(dir, string(n.Kind))
+		if n.Vendor != topology.VendorKamailio {
+			n.bin = filepath.Join(dir, string(n.Kind))
+		}
 	}
 	b, err := DescribeBinaries(dir, kinds, true)
 	if err != nil {
@@ -173,7 +181,7 @@ func (l *Lab) Build(ctx context.Context) error {
 // BinDir is the directory the lab runs its nodes from: the prebuilt one, or after Build the build cache's.
 func (l *Lab) BinDir() string {
 	for _, n := range l.nodes {
-		if n.bin != "" && filepath.IsAbs(n.bin) {
+		if n.bin != "" && filepath.IsAbs(n.bin) && n.Vendor == "" {
 			return filepath.Dir(n.bin)
 		}
 	}

@@ -11,3 +11,6 @@ func LimitCPU(pid int, name string, percent int) (dir string, quotaUs, periodUs 
 
 // CPUCgroupOf exposes cpuCgroupOf.
 func CPUCgroupOf(pid int) (string, error) { return cpuCgroupOf(pid) }
+
+// SIPOptions exposes the OPTIONS probe of a Kamailio member.
+var SIPOptions = sipOptions

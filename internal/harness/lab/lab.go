@@ -235,7 +235,11 @@ func New(cfg Config, opts ...Option) (*Lab, error) {
 			config:   filepath.Join(cfg.RunDir, "config", tn.Name+".yaml"),
 			logPath:  filepath.Join(cfg.RunDir, "logs", tn.Name+".log"),
 		}
-		if cfg.BinDir != "" {
+		if tn.Vendor == topology.VendorKamailio {
+			n.bin = KamailioBinary()
+			n.runnable = n.bin != "" && isExecutable(n.bin)
+			n.config = KamailioPaths(cfg.RunDir, tn.Name).Config
+		} else if cfg.BinDir != "" {
 			n.runnable = isExecutable(n.bin)
 		} else {
 			n.runnable = dirExists(filepath.Join(cfg.RepoDir, "cmd", string(tn.Kind)))

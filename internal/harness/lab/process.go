@@ -146,10 +146,14 @@ func (l *Lab) start(ctx context.Context, n *node) error {
 		logf.Close()
 		return fmt.Errorf("lab: start %s: %w", n.Name, err)
 	}
-	cmd := exec.Command(n.bin, "--config", n.config)
+	args := []string{"--config", n.config}
+	if n.Vendor == topology.VendorKamailio {
+		args = kamailioArgs(l.cfg.RunDir, n.Name)
+	}
+	cmd := exec.Command(n.bin, args...)
 	if n.ns != "" {
 		// ip netns exec enters the namespace and execs the binary: the PID is the node's, not a wrapper's.
-		cmd = netns.Command(n.ns, n.bin, "--config", n.config)
+		cmd = netns.Command(n.ns, n.bin, args...)
 	}
 	cmd.Dir = l.cfg.RunDir
 	// Every node runs with the lab's GOMAXPROCS (topology.NodeGoMaxProcs: the machine's CPUs shared among the

@@ -47,18 +47,28 @@ func (l *Lab) waitReady(ctx context.Context, n *node, p *process) error {
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	sawLine := false
+	kamailio := n.Vendor == topology.VendorKamailio
+	sawLine := kamailio // Kamailio logs no ready line: its probe is all there is
 	why := "no ready line in its log"
 	for {
 		if !sawLine {
 			sawLine = logSaysReady(n.logPath, p.logFrom)
 		}
 		if sawLine {
-			err := probe(ctx, n.Node)
+			var err error
+			if kamailio {
+				hss, _ := l.cfg.Topology.Node(l.cfg.Topology.HSS.Host)
+				err = kamailioProbe(ctx, n.Node, hss.Endpoint(topology.PortDiameter), p.pid)
+			} else {
+				err = probe(ctx, n.Node)
+			}
 			if err == nil {
 				return nil
 			}
 			why = "logged ready but " + err.Error()
+			if kamailio {
+				why = err.Error()
+			}
 		}
 		select {
 		case <-p.done:

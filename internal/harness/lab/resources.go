@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/imslab/quasipool/internal/runtime/obs"
+	"github.com/imslab/quasipool/internal/topology"
 	"github.com/prometheus/procfs"
 )
 
@@ -44,6 +45,12 @@ func (l *Lab) sampleResources(stop <-chan struct{}) {
 			p := n.proc
 			n.mu.Unlock()
 			if p == nil || p.exited() {
+				continue
+			}
+			if n.Vendor == topology.VendorKamailio { // its children do the work: sum the process group
+				if cpu, rss, ok := groupUsage(p.pid); ok {
+					l.events.Record(obs.Resource{Target: n.Name, PID: p.pid, CPUS: cpu, RSSBytes: rss})
+				}
 				continue
 			}
 			proc, err := procfs.NewProc(p.pid)

@@ -569,6 +569,7 @@ func (r *runner) startPhones(ctx context.Context, runDir string, seed int64, pn 
 	cfg.ProbeInterval = t.ProbeInterval
 	cfg.Mix = t.Mix
 	cfg.OnRestoration504 = t.OnRestoration504
+	cfg.RefreshPhase, cfg.SessionExpires = t.RefreshPhase, t.SessionExpires
 	cfg.Model = t.model()
 	cfg.Reachability = t.Reachability
 	cfg.Deregister = true
@@ -793,6 +794,9 @@ type trafficJSON struct {
 	ReachabilityInterval float64 `json:"reachability_interval_s,omitempty"`
 	// ReachabilitySample is reachability.sample: at most this many affected users probed per fault (absent: all).
 	ReachabilitySample int `json:"reachability_sample,omitempty"`
+	// RefreshPhase is refresh_phase (absent: lockstep); SessionExpiresS the session timers' interval (absent: off).
+	RefreshPhase    string  `json:"refresh_phase,omitempty"`
+	SessionExpiresS float64 `json:"session_expires_s,omitempty"`
 	// Steps are the load steps (absent: none).
 	Steps []stepJSON `json:"steps,omitempty"`
 }
@@ -830,6 +834,7 @@ func (r *runner) writeScenarioJSON(runDir string, seed int64, t0, end time.Time)
 	}
 	j.Traffic.ReachabilityInterval = sc.Traffic.Reachability.Interval.Seconds()
 	j.Traffic.ReachabilitySample = sc.Traffic.Reachability.Sample
+	j.Traffic.RefreshPhase, j.Traffic.SessionExpiresS = sc.Traffic.RefreshPhase, sc.Traffic.SessionExpires.Seconds()
 	for _, st := range sc.Traffic.Steps {
 		j.Traffic.Steps = append(j.Traffic.Steps, stepJSON{AtS: st.At.Seconds(), CallRate: st.CallRate})
 	}

@@ -70,6 +70,15 @@ type Traffic struct {
 	// (load-sharing and the other schemes without restoration, docs/schemes.md): "reregister" (default) registers
 	// again at once, "ignore" waits for the next periodic refresh (ue.Config.OnRestoration504).
 	OnRestoration504 string `yaml:"on_restoration_504"`
+	// RefreshPhase is when each phone first refreshes its registration: "lockstep" (default: about half the
+	// period after the initial registrations, so all phones refresh together) or "steady" (at a uniform random
+	// point of its refresh interval, drawn from the seed, so the registrations have spread ages at a fault, as in
+	// a network that has been running for hours). ue.Config.RefreshPhase.
+	RefreshPhase string `yaml:"refresh_phase"`
+	// SessionExpires turns on RFC 4028 session timers (0 = off): callers refresh answered calls with an
+	// in-dialog UPDATE every half interval, so a call the fault cut is noticed (report: calls_cut). Whole seconds,
+	// at least 2s. ue.Config.SessionExpires.
+	SessionExpires time.Duration `yaml:"session_expires"`
 
 	// The traffic model of real subscribers and the reachability probes (docs/scenarios.md, "Traffic model").
 	// Both opt in; without them the phones behave as above.
@@ -449,6 +458,12 @@ func (t *Traffic) validate(v *validator) {
 	if t.OnRestoration504 != ue.RestorationReregister && t.OnRestoration504 != ue.RestorationIgnore {
 		v.add("traffic.on_restoration_504", "must be %s or %s, is %q", ue.RestorationReregister, ue.RestorationIgnore,
 			t.OnRestoration504)
+	}
+	if t.RefreshPhase != "" && t.RefreshPhase != ue.RefreshLockstep && t.RefreshPhase != ue.RefreshSteady {
+		v.add("traffic.refresh_phase", "must be %s or %s, is %q", ue.RefreshLockstep, ue.RefreshSteady, t.RefreshPhase)
+	}
+	if se := t.SessionExpires; se < 0 || se > 0 && (se < ue.MinSessionExpires || se%time.Second != 0) {
+		v.add("traffic.session_expires", "must be 0 (off) or whole seconds of at least %s, is %s", ue.MinSessionExpires, se)
 	}
 	if m := t.model(); m != nil {
 		if err := m.Validate("traffic"); err != nil {

@@ -136,6 +136,12 @@ func (u *UE) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 	}
 
 	ok := u.answer(req, d, sip.StatusOK, "OK", true)
+	se := sessionExpires(req)
+	if se > 0 && u.cfg.SessionExpires > 0 {
+		addSessionTimer(ok, se, true)
+	} else {
+		se = 0
+	}
 	rec.Status = sip.StatusOK
 	rec.Setup200 = msp(time.Since(start))
 	d.mu.Lock()
@@ -163,12 +169,19 @@ func (u *UE) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 	defer retransmit.Stop()
 	giveUp := time.NewTimer(64 * sip.T1)
 	defer giveUp.Stop()
+	watch := func() {
+		if se > 0 {
+			u.goBackground(func() { u.watchSession(d, se) })
+		}
+	}
 	for {
 		select {
 		case <-d.acked:
+			watch()
 			return
 		case <-tx.Acks():
 			d.gotAck()
+			watch()
 			return
 		case <-d.bye:
 			return
@@ -283,10 +296,23 @@ func (u *UE) onOptions(req *sip.Request, tx sip.ServerTransaction) {
 	}
 }
 
+// onUpdate answers an in-dialog UPDATE; one with Session-Expires is a session refresh (RFC 4028), confirmed in
+// the 200 and noted by the callee's session watch.
 func (u *UE) onUpdate(req *sip.Request, tx sip.ServerTransaction) {
-	if u.dialogOf(req) == nil {
+	d := u.dialogOf(req)
+	if d == nil {
 		u.respond(tx, req, sip.StatusCallTransactionDoesNotExists, "Call/Transaction Does Not Exist")
 		return
 	}
-	u.respond(tx, req, sip.StatusOK, "OK")
+	res := u.answer(req, d, sip.StatusOK, "OK", false)
+	if se := sessionExpires(req); se > 0 {
+		addSessionTimer(res, se, true)
+		select {
+		case d.refreshed <- struct{}{}:
+		default:
+		}
+	}
+	if err := tx.Respond(res); err != nil {
+		u.log.Debug("ue: respond to UPDATE", "call_id", d.callID, "method", "UPDATE", "err", err)
+	}
 }

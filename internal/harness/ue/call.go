@@ -44,6 +44,7 @@ type dialog struct {
 
 	ackOnce, byeOnce sync.Once
 	acked, bye       chan struct{} // ACK received (mt), BYE received
+	refreshed        chan struct{} // a session refresh (UPDATE) received (buffered: one pending signal)
 
 	mu         sync.Mutex
 	cseq       uint32
@@ -54,7 +55,7 @@ type dialog struct {
 
 func newDialog(p *Phone, mo bool, callID, localTag string) *dialog {
 	return &dialog{key: callID + "|" + localTag, phone: p, mo: mo, callID: callID, localTag: localTag,
-		acked: make(chan struct{}), bye: make(chan struct{})}
+		acked: make(chan struct{}), bye: make(chan struct{}), refreshed: make(chan struct{}, 1)}
 }
 
 func (d *dialog) gotAck() { d.ackOnce.Do(func() { close(d.acked) }) }
@@ -167,7 +168,10 @@ func (p *Phone) call(ctx context.Context, to string, hold time.Duration, probe, 
 	inv.AppendHeader(&cid)
 	inv.AppendHeader(&sip.CSeqHeader{SeqNo: 1, MethodName: sip.INVITE})
 	inv.AppendHeader(p.contactHeader())
-	inv.AppendHeader(sip.NewHeader("Allow", "INVITE, ACK, CANCEL, BYE, OPTIONS"))
+	inv.AppendHeader(sip.NewHeader("Allow", "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE"))
+	if se := u.cfg.SessionExpires; se > 0 && probe == "" {
+		addSessionTimer(inv, se, false)
+	}
 	inv.AppendHeader(sip.NewHeader("User-Agent", userAgent))
 	ct := sip.ContentTypeHeader("application/sdp")
 	inv.AppendHeader(&ct)
@@ -375,17 +379,8 @@ func (u *UE) confirm(ctx context.Context, d *dialog, tx sip.ClientTransaction, o
 	answered := time.Now()
 	rec.Ended = "local"
 	if !hangUp {
-		t := time.NewTimer(hold)
-		select {
-		case <-t.C:
-		case <-d.bye:
-			rec.Ended = "remote"
-		case <-ctx.Done():
-			if u.runCtx.Err() != nil {
-				rec.Ended = "shutdown"
-			}
-		}
-		t.Stop()
+		// Session timers only when the callee confirmed them in its 200 (RFC 4028 §9).
+		u.holdCall(ctx, d, hold, sessionExpires(ok), rec)
 	}
 	if rec.Ended != "remote" {
 		bye := d.request(u, sip.BYE, d.nextCSeq())

@@ -35,6 +35,17 @@ type Config struct {
 	Expires int `yaml:"expires"`
 	// RegisterRate spreads the initial registrations, per second (default 50).
 	RegisterRate float64 `yaml:"register_rate"`
+	// RefreshPhase is when a phone's first registration refresh falls: "lockstep" (default; about half the
+	// granted period after its initial registration, so phones registered together refresh together) or "steady"
+	// (at a uniform random point of its refresh interval, drawn from the seed, as in a network that has been
+	// running for hours: at any instant the registrations have spread ages). Later refreshes follow every period.
+	RefreshPhase string `yaml:"refresh_phase"`
+	// SessionExpires turns on RFC 4028 session timers (0 = off): a caller asks for this session interval in its
+	// INVITE (Session-Expires, refresher=uac), the callee confirms it in the 200, and the caller refreshes the
+	// answered call with an in-dialog UPDATE every half interval. A refresh that times out or gets 408/481, or no
+	// successful refresh before the interval runs out, ends the call as cut (Record.Ended "cut", Record.CutNs),
+	// and so does a callee that hears no refresh before the interval runs out.
+	SessionExpires time.Duration `yaml:"session_expires"`
 	// RegisterRetry is the pause before a phone whose registration failed tries again (default 30s).
 	RegisterRetry time.Duration `yaml:"register_retry"`
 	// Deregister sends REGISTER with Expires 0 for every registered phone on shutdown.
@@ -86,6 +97,16 @@ type Config struct {
 		Level  string `yaml:"level"`
 	} `yaml:"log"`
 }
+
+// Refresh phases (Config.RefreshPhase).
+const (
+	RefreshLockstep = "lockstep"
+	RefreshSteady   = "steady"
+)
+
+// MinSessionExpires is the shortest session interval the phones use (RFC 4028 asks for at least 90 s on the
+// Internet; a lab run of a minute needs shorter ones, and Session-Expires is in whole seconds).
+const MinSessionExpires = 2 * time.Second
 
 // UserRange names the subscribers prefix+number, zero-padded to at least Digits: user0001…user9999, then
 // user10000… (as the HSS generates them), password passNNNN.
@@ -171,6 +192,7 @@ func (c *Config) applyDefaults() {
 		c.Mix = &one
 	}
 	def(&c.OnRestoration504, RestorationReregister)
+	def(&c.RefreshPhase, RefreshLockstep)
 	if c.Model != nil {
 		c.Model.applyDefaults()
 	}
@@ -247,6 +269,12 @@ func (c *Config) Validate() error {
 			MaxUser)
 	case c.Timers.T1 < 0:
 		return bad("timers.t1", "must not be negative")
+	case c.RefreshPhase != RefreshLockstep && c.RefreshPhase != RefreshSteady:
+		return bad("refresh_phase", "must be %s or %s, is %q", RefreshLockstep, RefreshSteady, c.RefreshPhase)
+	case c.SessionExpires < 0 || c.SessionExpires > 0 && (c.SessionExpires < MinSessionExpires ||
+		c.SessionExpires%time.Second != 0):
+		return bad("session_expires", "must be 0 (off) or whole seconds of at least %s, is %s", MinSessionExpires,
+			c.SessionExpires)
 	case c.OnRestoration504 != RestorationReregister && c.OnRestoration504 != RestorationIgnore:
 		return bad("on_restoration_504", "must be %s or %s, is %q", RestorationReregister, RestorationIgnore, c.OnRestoration504)
 	}

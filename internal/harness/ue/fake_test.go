@@ -39,6 +39,7 @@ type fakeBAC struct {
 	acks      map[string]*sip.Request    // last ACK relayed, by Call-ID
 	pcscfOf   map[string]string          // the P-CSCF put in a user's Path (default pcscf1); set before registering
 	silent    map[sip.RequestMethod]bool // methods the fake neither answers nor relays (an overloaded network)
+	refuse    map[sip.RequestMethod]int  // methods the fake answers itself with this status (a core that lost the dialog)
 }
 
 type binding struct {
@@ -83,6 +84,7 @@ func startFakeBAC(grant int) *fakeBAC {
 	srv.OnInvite(f.onInvite)
 	srv.OnAck(f.onAck)
 	srv.OnBye(f.onBye)
+	srv.OnUpdate(f.onUpdate)
 	srv.OnCancel(func(req *sip.Request, tx sip.ServerTransaction) {
 		_ = tx.Respond(sip.NewResponseFromRequest(req, 481, "Call/Transaction Does Not Exist", nil))
 	})
@@ -287,6 +289,31 @@ func (f *fakeBAC) onBye(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	f.relay(req, tx)
+}
+
+func (f *fakeBAC) onUpdate(req *sip.Request, tx sip.ServerTransaction) {
+	f.mu.Lock()
+	code := f.refuse[sip.UPDATE]
+	f.mu.Unlock()
+	switch {
+	case f.isSilent(sip.UPDATE):
+		f.see(req)
+	case code != 0:
+		f.see(req)
+		_ = tx.Respond(sip.NewResponseFromRequest(req, code, "Refused by the fake", nil))
+	default:
+		f.relay(req, tx)
+	}
+}
+
+// refuseWith makes the fake answer every request of the method with code from now on.
+func (f *fakeBAC) refuseWith(m sip.RequestMethod, code int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refuse == nil {
+		f.refuse = map[sip.RequestMethod]int{}
+	}
+	f.refuse[m] = code
 }
 
 // silence makes the fake drop every request of the method from now on.

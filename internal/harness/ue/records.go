@@ -42,7 +42,15 @@ type Record struct {
 	DurationMs float64 `json:"duration_ms"`
 	ByeStatus  int     `json:"bye_status,omitempty"` // final answer to the BYE this phone sent (0 = none)
 	ByeResult  string  `json:"bye_result,omitempty"` // "ok" or why the BYE failed
-	Ended      string  `json:"ended,omitempty"`      // who ended an answered call: "local", "remote", "shutdown"
+	// Ended says how an answered call ended: "local" (this phone hung up), "remote", "shutdown", or "cut" (its
+	// session could not be kept up: Config.SessionExpires); CutNs is when this phone noticed (Unix ns), and
+	// RefreshResult what the failed refresh got ("timeout", "408", …; "expired": the callee heard none in time).
+	Ended         string `json:"ended,omitempty"`
+	CutNs         int64  `json:"cut_ns,omitempty"`
+	RefreshResult string `json:"refresh_result,omitempty"`
+	// Refreshes counts the caller's successful session refreshes (UPDATE); LastRefreshNs is the last one's answer.
+	Refreshes     int   `json:"refreshes,omitempty"`
+	LastRefreshNs int64 `json:"last_refresh_ns,omitempty"`
 
 	// Where it went when known: the host names found in Record-Route, Via, Path or Service-Route.
 	PCSCF string `json:"pcscf,omitempty"`

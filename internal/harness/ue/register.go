@@ -171,7 +171,7 @@ func (p *Phone) register(ctx context.Context, kind string) error {
 			PCSCF: hosts.pcscf, SCSCF: hosts.scscf, Count: p.reg.Count + 1}
 		rec.Expires, rec.PCSCF, rec.SCSCF = granted, hosts.pcscf, hosts.scscf
 		if granted > 0 {
-			p.scheduleLocked(u.jitter(RefreshAfter(time.Duration(granted)*time.Second), 0.1))
+			p.scheduleLocked(p.refreshDelayLocked(time.Duration(granted) * time.Second))
 		}
 	default:
 		p.reg.CSeq = p.cseq
@@ -251,6 +251,25 @@ func (p *Phone) grantedExpires(res *sip.Response, asked int) int {
 		return n
 	}
 	return asked
+}
+
+// refreshDelayLocked (p.mu held, p.reg just updated) is when the phone refreshes the registration it was just
+// granted for period: RefreshAfter(period) ±10 %, except for a phone's first registration with
+// Config.RefreshPhase steady, which refreshes at a uniform random point of (0, RefreshAfter(period)] drawn from
+// the seed and the user number, so the phones' registrations have spread ages at any instant of the run.
+func (p *Phone) refreshDelayLocked(period time.Duration) time.Duration {
+	every := RefreshAfter(period)
+	if p.ue.cfg.RefreshPhase == RefreshSteady && !p.prober && p.reg.Count == 1 {
+		return SteadyFirstRefresh(p.ue.seed, p.n, every)
+	}
+	return p.ue.jitter(every, 0.1)
+}
+
+// SteadyFirstRefresh is the delay of subscriber n's first refresh under Config.RefreshPhase steady: uniform in
+// (0, every], from the run's seed and n only (the same phone refreshes at the same point in every run of a
+// seed, whatever the goroutines' order).
+func SteadyFirstRefresh(seed int64, n int, every time.Duration) time.Duration {
+	return time.Duration((1 - phoneRand(seed, n, 4).Float64()) * float64(every))
 }
 
 // scheduleLocked (p.mu held) arms the next registration attempt after d.

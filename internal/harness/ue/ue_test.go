@@ -656,6 +656,9 @@ var _ = Describe("Config", Label("unit"), func() {
 		Entry("call timeout", func(c *ue.Config) { c.CallTimeout = -time.Second }, "call_timeout"),
 		Entry("mix", func(c *ue.Config) { m := 1.5; c.Mix = &m }, "mix"),
 		Entry("T1", func(c *ue.Config) { c.Timers.T1 = -time.Millisecond }, "timers.t1"),
+		Entry("refresh phase", func(c *ue.Config) { c.RefreshPhase = "random" }, "refresh_phase"),
+		Entry("session interval below 2 s", func(c *ue.Config) { c.SessionExpires = time.Second }, "session_expires"),
+		Entry("session interval not whole seconds", func(c *ue.Config) { c.SessionExpires = 2500 * time.Millisecond }, "session_expires"),
 	)
 
 	It("reads YAML with durations and refuses unknown fields", func() {

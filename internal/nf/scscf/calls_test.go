@@ -89,6 +89,18 @@ var _ = Describe("calls from the trust domain", Label("integration"), func() {
 		Expect(l.ev.Of("takeover")).To(ConsistOf(HaveKeyWithValue("direction", "mt")))
 	}, SpecTimeout(10e9))
 
+	It("asks a caller it cannot take over (no restoration data in the HSS) to register again: restoration 504, not 403", func(ctx SpecContext) {
+		res := l.icscf.MustSend(invite("sip:user0002@ims.test", "Route: <sip:scscf1.ims.test;lr;orig;restore=1>",
+			"P-Asserted-Identity: <sip:user0006@ims.test>"), l.addr)
+		Expect(res.StatusCode).To(Equal(504))
+		Expect(vocab.IsRestoration(res)).To(BeTrue(), "the 504 carries the restoration body, so the phone registers at once")
+		Expect(string(res.Body())).To(ContainSubstring(vocab.ReasonNoRestorationData))
+		Expect(l.hss.SARs(cx.SATUnregisteredUser)).To(HaveLen(1), "the takeover was tried first")
+		Expect(l.icscf.Count(sip.INVITE)).To(BeZero(), "nothing was forwarded")
+		Expect(l.refused()).To(ConsistOf("no_restoration_data"))
+		Expect(l.node.Registered()).To(BeZero())
+	}, SpecTimeout(10e9))
+
 	It("answers 480 to a terminating request for a user registered nowhere", func(ctx SpecContext) {
 		res := l.icscf.MustSend(invite("sip:user0006@ims.test"), l.addr)
 		Expect(res.StatusCode).To(Equal(480))

@@ -6,9 +6,11 @@ import (
 
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/imslab/quasipool/internal/nf/cxsip"
 	"github.com/imslab/quasipool/internal/proto/cx"
 	"github.com/imslab/quasipool/internal/proto/sipx"
 	"github.com/imslab/quasipool/internal/proto/sipx/restore"
+	"github.com/imslab/quasipool/internal/proto/sipx/vocab"
 	"github.com/imslab/quasipool/internal/runtime/obs"
 )
 
@@ -62,8 +64,20 @@ func (n *Node) originating(ctx context.Context, r *sipx.Request, req, out *sip.R
 			n.px.Refuse(r, d.Reason)
 			return
 		}
-		if b = n.restore(ctx, served, "mo", marked); b == nil {
-			n.px.Respond(stx, req, 403, "Forbidden (not registered)")
+		var err error
+		if b, err = n.restore(ctx, served, "mo", marked); err != nil {
+			// The HSS did not answer the SAR, or refused it: the one Cx → SIP mapping (cxsip.Status).
+			code, reason := cxsip.Status(err)
+			n.px.Respond(stx, req, code, reason)
+			return
+		}
+		if b == nil {
+			// The HSS holds no restoration data for the caller (registered nowhere, or by a member that stores
+			// none): the takeover cannot be done, so the UE is asked to register again at once with the
+			// restoration 504 (TS 24.229 §5.4.3.2, TS 23.380 §5.3) instead of waiting for its periodic refresh.
+			n.rec.Emit(obs.Refused{Direction: "mo", IMPU: served, CallID: sipx.CallID(req),
+				Method: string(req.Method), Reason: "no_restoration_data"})
+			n.px.RespondRestoration(stx, req, vocab.ReasonNoRestorationData)
 			return
 		}
 	}
@@ -88,7 +102,7 @@ func (n *Node) terminating(ctx context.Context, r *sipx.Request, req, out *sip.R
 			n.px.Refuse(r, d.Reason)
 			return
 		case restore.Take:
-			b = n.restore(ctx, callee, "mt", marked)
+			b, _ = n.restore(ctx, callee, "mt", marked) // the callee cannot be reached either way: 480
 		}
 		if b == nil {
 			n.px.Respond(stx, req, 480, "Temporarily Unavailable")
@@ -107,10 +121,12 @@ func (n *Node) terminating(ctx context.Context, r *sipx.Request, req, out *sip.R
 }
 
 // restore takes over a user this S-CSCF does not know: SAR UNREGISTERED_USER makes the HSS record this S-CSCF
-// and return the SCSCF-Restoration-Info the previous S-CSCF stored at registration (SPEC §4.5, §4.6).
-func (n *Node) restore(ctx context.Context, impu, direction string, marked bool) *binding {
+// and return the SCSCF-Restoration-Info the previous S-CSCF stored at registration (SPEC §4.5, §4.6). It returns
+// nil and no error when there is nothing to take over (no restoration data, or data that cannot be used), and the
+// SAR's error when the HSS did not answer or refused it.
+func (n *Node) restore(ctx context.Context, impu, direction string, marked bool) (*binding, error) {
 	if impu == "" || !n.policy.Restore {
-		return nil
+		return nil, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -119,24 +135,24 @@ func (n *Node) restore(ctx context.Context, impu, direction string, marked bool)
 		AssignmentType: cx.SATUnregisteredUser})
 	if err != nil {
 		n.log.Info("restore: sar unregistered user", "impu", impu, "err", err)
-		return nil
+		return nil, err
 	}
 	if len(saa.Restoration) == 0 || len(saa.Restoration[0].Registrations) == 0 {
-		return nil // not registered anywhere: nothing to take over
+		return nil, nil // not registered anywhere, or by a member that stores no restoration data
 	}
 	r := saa.Restoration[0]
 	ri := r.Registrations[0]
 	cu, err := sipx.ParseNameAddr(ri.Contact)
 	if err != nil {
 		n.log.Warn("restore: stored contact", "impu", impu, "contact", ri.Contact, "err", err)
-		return nil
+		return nil, nil
 	}
 	exp := r.RegistrationTimeOut
 	if exp.IsZero() {
 		exp = n.now().Add(n.cfg.Expires.Default)
 	}
 	if n.now().After(exp) {
-		return nil
+		return nil, nil
 	}
 	b := &binding{IMPI: r.UserName, IMPUs: []string{impu}, Contact: ri.Contact, ContactU: cu, Path: sipx.SplitList(ri.Path),
 		CallID: ri.CallID, CSeq: ri.InitialCSeq, Expires: exp, Restored: true}
@@ -150,5 +166,5 @@ func (n *Node) restore(ctx context.Context, impu, direction string, marked bool)
 	n.rec.Emit(obs.Takeover{IMPU: impu, IMPI: b.IMPI, Direction: direction, RestoreMarker: marked,
 		Path: ri.Path, LatencyUs: n.now().Sub(start).Microseconds()})
 	n.log.Info("user taken over from the HSS restoration info", "impu", impu, "impi", b.IMPI, "direction", direction)
-	return b
+	return b, nil
 }

@@ -23,6 +23,9 @@ import (
 var (
 	ErrNoTarget = errors.New("sipx: no reachable target")
 	ErrNoAnswer = errors.New("sipx: no answer")
+	// ErrNoProvisional is an INVITE to a pool member that got no provisional response within
+	// ForwarderConfig.ProvisionalTimeout (fast failure detection). It is an ErrNoAnswer to the callers.
+	ErrNoProvisional = fmt.Errorf("%w (no provisional response in time)", ErrNoAnswer)
 )
 
 // ForwarderConfig holds the per-node timers of the target walk.
@@ -36,6 +39,13 @@ type ForwarderConfig struct {
 	// Proceeding bounds the wait for a final response once a provisional arrived (default 60s for INVITE,
 	// 4×NoAnswer for other methods).
 	Proceeding time.Duration `yaml:"proceeding"`
+	// ProvisionalTimeout turns fast failure detection on (docs/architecture.md, "Fast failure detection"): an
+	// INVITE outside a dialog sent to a pool member (a hop resolved through SRV) that gets no response at all,
+	// provisional or final, within this time is sent to the next member, and the silence counts as a missed probe
+	// of that member (pool.Health.ProvisionalMissed). A live next hop answers 100 Trying at once (Proxy sends
+	// it when this is set), so about 200 ms tells a dead member from a live one. 0 (the default) = off: an
+	// INVITE waits InviteNoAnswer like any request. Non-INVITE requests always keep the NoAnswer rules.
+	ProvisionalTimeout time.Duration `yaml:"provisional_timeout"`
 	// MaxAttempts bounds the targets tried for one request (default 4).
 	MaxAttempts int `yaml:"max_attempts"`
 	// DownOn5xx marks a peer down when it answers 408/503/504 (default false: those trigger a retry at the next
@@ -277,6 +287,12 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 	if hop.SRV == "" {
 		health = nil
 	}
+	// Fast failure detection only toward pool members, and only for a dialog-forming INVITE: a re-INVITE belongs
+	// to its dialog's member, a phone's contact may be slow to answer, and a non-INVITE has no 100 Trying.
+	var provisional time.Duration
+	if hop.SRV != "" && req.IsInvite() && !HasToTag(req) {
+		provisional = f.cfg.ProvisionalTimeout
+	}
 	for out.Attempts < f.cfg.MaxAttempts {
 		targets, err := f.targets(ctx, hop, tried, rnd)
 		if err != nil {
@@ -298,11 +314,18 @@ func (f *Forwarder) Forward(ctx context.Context, stx sip.ServerTransaction, req 
 			sent = health.Now()
 		}
 		var answeredIn time.Duration
-		res, relayed, wasCancelled, err := f.attempt(ctx, stx, base, t, &o, cancelled, &answeredIn)
+		res, relayed, wasCancelled, err := f.attempt(ctx, stx, base, t, &o, cancelled, &answeredIn, provisional)
 		out.Final, out.Relayed, out.Cancelled, out.Err = res, relayed, wasCancelled, err
 		switch {
 		case wasCancelled || relayed:
 			return out
+		case errors.Is(err, ErrNoProvisional):
+			// A missed probe, not a dead peer: a member slow once keeps its users; two in a row (with the probes,
+			// FailuresToDown) take it down.
+			if health != nil {
+				health.ProvisionalMissed(t, sent)
+			}
+			continue
 		case err != nil:
 			if health != nil {
 				if r := failureReason(err); r == pool.ReasonTimeout {
@@ -349,10 +372,11 @@ func failureReason(err error) string {
 }
 
 // attempt runs one client transaction to one target. It sets *answeredIn to the time from sending the request to
-// the target's first response, provisional or final (left alone when nothing came).
+// the target's first response, provisional or final (left alone when nothing came). provisional > 0 gives up on
+// an INVITE that got no response within it (ErrNoProvisional); the transaction is then left to watchAbandoned.
 func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base *sip.Request, t pool.Target,
-	o *forwardOpts, cancelled <-chan struct{}, answeredIn *time.Duration) (final *sip.Response, relayed,
-	wasCancelled bool, err error) {
+	o *forwardOpts, cancelled <-chan struct{}, answeredIn *time.Duration, provisional time.Duration) (
+	final *sip.Response, relayed, wasCancelled bool, err error) {
 	out := base.Clone()
 	if mf := out.MaxForwards(); mf != nil {
 		mf.Dec()
@@ -391,7 +415,13 @@ func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base
 	if out.IsInvite() && f.cfg.InviteNoAnswer > 0 {
 		noAnswer = f.cfg.InviteNoAnswer
 	}
-	timer := time.NewTimer(noAnswer)
+	first := noAnswer
+	if provisional <= 0 || provisional >= noAnswer {
+		provisional = 0 // the ordinary no-answer time comes first anyway
+	} else {
+		first = provisional
+	}
+	timer := time.NewTimer(first)
 	defer timer.Stop()
 	gotProvisional := false
 	for {
@@ -449,6 +479,13 @@ func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base
 			f.record(out, t, 0, start, failureReason(tx.Err()))
 			return nil, relayed, false, fmt.Errorf("sipx: %s to %s: %w", out.Method, t.Addr, tx.Err())
 		case <-timer.C:
+			if !gotProvisional && provisional > 0 {
+				f.record(out, t, 0, start, "no_provisional")
+				keep = true
+				go f.watchAbandoned(tx, out, t, noAnswer-provisional)
+				return nil, relayed, false, fmt.Errorf("%w: %s to %s, nothing within %s", ErrNoProvisional, out.Method,
+					t.Addr, provisional)
+			}
 			if gotProvisional && out.IsInvite() {
 				f.sendCancel(out, t)
 			}
@@ -474,6 +511,47 @@ func (f *Forwarder) attempt(ctx context.Context, stx sip.ServerTransaction, base
 		if wasCancelled {
 			// Keep reading for the 487 (or a 200 that raced the CANCEL).
 			continue
+		}
+	}
+}
+
+// watchAbandoned follows an INVITE client transaction given up for want of a provisional response
+// (ErrNoProvisional), while the request is tried at the next member. A late provisional means the member is alive
+// but slow: it is heard (pool.Health.Heard) and the INVITE is cancelled there (RFC 3261 §9.1), so the call is not
+// set up twice; a late final response ends the watch (sipgo acknowledges a non-2xx; a 2xx, rare after the
+// CANCEL, is left unacknowledged, and the callee ends that dialog, RFC 3261 §13.3.1.4). Nothing within rest (the
+// remainder of the ordinary no-answer time) ends the watch too: the transaction is terminated, which stops its
+// retransmissions to a member that is likely dead.
+func (f *Forwarder) watchAbandoned(tx sip.ClientTransaction, out *sip.Request, t pool.Target, rest time.Duration) {
+	defer tx.Terminate()
+	timer := time.NewTimer(rest)
+	defer timer.Stop()
+	cancelled := false
+	for {
+		select {
+		case res, ok := <-tx.Responses():
+			if !ok {
+				continue
+			}
+			if f.health != nil {
+				f.health.Heard(t)
+			}
+			if !res.IsProvisional() {
+				f.log.Debug("sipx: final response after failover", "call_id", callID(out), "peer", t.Name,
+					"status", res.StatusCode)
+				return
+			}
+			if !cancelled {
+				cancelled = true
+				f.log.Info("sipx: provisional response after failover: cancelled there", "call_id", callID(out),
+					"peer", t.Name, "status", res.StatusCode)
+				f.sendCancel(out, t)
+				timer.Reset(4 * f.cfg.NoAnswer) // wait for the 487
+			}
+		case <-tx.Done():
+			return
+		case <-timer.C:
+			return
 		}
 	}
 }

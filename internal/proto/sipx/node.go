@@ -48,6 +48,11 @@ type Proxy struct {
 	// it): the BAC times that answer to see how loaded the core is (overload.ObserveChain) without the wait of a
 	// takeover further down. Without it sipgo sends 100 Trying only if nothing else came within 200 ms.
 	TryingFromBAC bool
+	// TryingAtOnce answers every new INVITE (outside a dialog) 100 Trying at once, before the handler, whoever
+	// sent it. NewProxy sets it when the lab runs fast failure detection (ForwarderConfig.ProvisionalTimeout): the
+	// node upstream takes a member that stays silent that long for dead, and sipgo's own 100 Trying comes only
+	// after 200 ms.
+	TryingAtOnce bool
 
 	base atomic.Pointer[context.Context]
 }
@@ -327,7 +332,7 @@ func NewProxy(d Deps, fwd ForwarderConfig, self ...string) *Proxy {
 		seed = uint64(time.Now().UnixNano())
 	}
 	return &Proxy{EP: d.EP, Health: d.Health, Res: d.Res, Rec: d.Rec, Log: d.Log, Self: self, Trust: d.Trust,
-		Fwd: NewForwarder(d.EP, d.Res, d.Health, fwd, d.Rec, d.Log, seed)}
+		TryingAtOnce: fwd.ProvisionalTimeout > 0, Fwd: NewForwarder(d.EP, d.Res, d.Health, fwd, d.Rec, d.Log, seed)}
 }
 
 // Handler is a network function's procedure for one request, after the prelude.
@@ -411,7 +416,7 @@ func (p *Proxy) wrap(h Handler, withTx bool) func(*sip.Request, sip.ServerTransa
 				return
 			}
 			defer p.EP.Overload.Done()
-			if p.TryingFromBAC && req.IsInvite() && p.Trust.RoleOf(req.Source()) == RoleBAC {
+			if req.IsInvite() && (p.TryingAtOnce || p.TryingFromBAC && p.Trust.RoleOf(req.Source()) == RoleBAC) {
 				if err := stx.Respond(sip.NewResponseFromRequest(req, 100, "Trying", nil)); err != nil {
 					p.Log.Debug("100 Trying not sent", "call_id", CallID(req), "err", err)
 				}

@@ -82,7 +82,8 @@ func Setup(cfg *topology.NodeConfig) (*Stack, error) {
 	}
 	hc := pool.HealthConfig{Interval: cfg.Probing.Interval, Timeout: cfg.Probing.Timeout,
 		FailuresToDown: cfg.Probing.FailuresToDown, SuccessesToUp: cfg.Probing.SuccessesToUp,
-		Panic: cfg.Probing.Panic != nil && *cfg.Probing.Panic, LagExcuse: cfg.Probing.LagExcuse}
+		Panic: cfg.Probing.Panic != nil && *cfg.Probing.Panic, LagExcuse: cfg.Probing.LagExcuse,
+		Jitter: cfg.Probing.Jitter}
 	// self_lag events from half the probe timeout on, whether the excuse is on or not (to see a node starve).
 	lagEvent := hc.Timeout / 2
 	if hc.Timeout == 0 {
@@ -100,7 +101,8 @@ func Setup(cfg *topology.NodeConfig) (*Stack, error) {
 // Forward returns the forwarder timers of the node. Requests without a provisional answer (REGISTER, BYE) cross
 // several proxies, each of which may itself wait for a dead peer before failing over, so a node waits longer the
 // closer it is to the phones: S-CSCF and I-CSCF 1×, P-CSCF 2.5×, BAC 3.5× the topology's no-answer time. An
-// INVITE is answered with 100 Trying by any live next hop, so it uses the topology's INVITE time unscaled.
+// INVITE is answered with 100 Trying by any live next hop, so it uses the topology's INVITE time unscaled, and
+// with fast failure detection (failover.provisional_timeout) gives up on a silent pool member much sooner.
 func (s *Stack) Forward() sipx.ForwarderConfig {
 	base := s.Cfg.Timers.NonInviteNoAnswer
 	if base <= 0 {
@@ -117,7 +119,8 @@ func (s *Stack) Forward() sipx.ForwarderConfig {
 	if invite <= 0 {
 		invite = base
 	}
-	return sipx.ForwarderConfig{NoAnswer: time.Duration(float64(base) * factor), InviteNoAnswer: invite, Seed: s.Cfg.Seed}
+	return sipx.ForwarderConfig{NoAnswer: time.Duration(float64(base) * factor), InviteNoAnswer: invite,
+		ProvisionalTimeout: s.Cfg.Failover.ProvisionalTimeout, Seed: s.Cfg.Seed}
 }
 
 // Replication returns the member-to-member replication of the node's pool (pool-sync, active-standby, mutual), nil

@@ -84,7 +84,7 @@ type SIPTx struct {
 	Addr      string `json:"addr"`              // the next hop's address (ip:port)
 	Status    int    `json:"status"`            // the final status (0: none, the transaction failed)
 	LatencyUs int64  `json:"latency_us"`        // from sending the request to the end of its transaction, µs
-	Failure   string `json:"failure,omitempty"` // why it failed, when it did: timeout, transport_error, cancelled, …
+	Failure   string `json:"failure,omitempty"` // why it failed, when it did: timeout, no_provisional, transport_error, cancelled, …
 }
 
 func (SIPTx) Kind() string { return "sip_tx" }
@@ -96,14 +96,14 @@ func (SIPTx) Kind() string { return "sip_tx" }
 // Written by: bac, pcscf, icscf, scscf (internal/proto/sipx's trust checks; the BAC's phone cap; the P-CSCF's and
 // S-CSCF's "not registered here").
 type Refused struct {
-	Reason    string `json:"reason"`               // why: not_our_dialog, not_from_pcscf, not_registered_here, max_phones, …
+	Reason    string `json:"reason"`               // why: not_our_dialog, not_from_pcscf, not_registered_here, no_restoration_data, max_phones, …
 	Method    string `json:"method"`               // the request's method
 	CallID    string `json:"call_id"`              // its Call-ID
 	Peer      string `json:"peer,omitempty"`       // the sender's address (the trust checks and the BAC)
 	Role      string `json:"role,omitempty"`       // the sender's role by its address: bac, pcscf, icscf, scscf or untrusted
 	Status    int    `json:"status,omitempty"`     // the status answered, when the event says (BAC: 503)
 	MaxPhones int    `json:"max_phones,omitempty"` // the BAC's binding cap (reason max_phones)
-	Direction string `json:"direction,omitempty"`  // mo or mt (the CSCFs' not_registered_here)
+	Direction string `json:"direction,omitempty"`  // mo or mt (the CSCFs' not_registered_here, the S-CSCF's no_restoration_data)
 	IMPU      string `json:"impu,omitempty"`       // the served user (the S-CSCF's not_registered_here)
 }
 

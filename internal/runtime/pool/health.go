@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
@@ -28,6 +29,9 @@ const (
 	ReasonTimeout        = "timeout"         // down: a transaction got no answer (passive)
 	ReasonTransactionOK  = "transaction_ok"  // up: a transaction was answered while probing is disabled
 	ReasonHoldExpired    = "hold_expired"    // up: probing is disabled and DownHold has passed
+	// ReasonNoProvisional: down: INVITEs got no provisional response in time (ProvisionalMissed), with the
+	// probes FailuresToDown misses in a row.
+	ReasonNoProvisional = "no_provisional"
 )
 
 // StatusReason is the reason for a passive failure caused by a final response: "408", "503", "504".
@@ -52,6 +56,10 @@ type HealthConfig struct {
 	// have come and waited unread). 0 takes the default, half the Timeout; negative turns it off. Without a
 	// LagSource it does nothing.
 	LagExcuse time.Duration `yaml:"lag_excuse"`
+	// Jitter spreads the probes: each wait between two probes of a peer is Interval plus a uniform draw in
+	// [-Jitter, +Jitter] (from the seed and the peer's name), so a node's probes of many peers, and many nodes'
+	// probes of one peer, do not fall in step. 0 = none; it must be less than Interval.
+	Jitter time.Duration `yaml:"jitter"`
 }
 
 // Health defaults.
@@ -82,6 +90,10 @@ func (c HealthConfig) Validate() error {
 		return errors.New("pool: health config: successes_to_up: must not be negative")
 	case c.DownHold < 0:
 		return errors.New("pool: health config: down_hold: must not be negative")
+	case c.Jitter < 0:
+		return errors.New("pool: health config: jitter: must not be negative")
+	case c.Jitter > 0 && c.Jitter >= c.Interval:
+		return fmt.Errorf("pool: health config: jitter: %s must be less than the interval (%s)", c.Jitter, c.Interval)
 	}
 	return nil
 }
@@ -129,6 +141,8 @@ type PeerState struct {
 	// LagExcused counts probe and transaction timeouts not held against the peer because this process itself ran
 	// late while it waited (HealthConfig.LagExcuse).
 	LagExcused uint64
+	// ProvisionalMisses counts INVITEs that got no provisional response in time (ProvisionalMissed).
+	ProvisionalMisses uint64
 }
 
 // State returns "up" or "down".
@@ -174,6 +188,8 @@ type peer struct {
 	excused    uint64    // timeouts not held against the peer: it answered something after the request was sent
 	late       uint64    // transactions answered later than the probe timeout (TransactionSucceeded)
 	lagExcused uint64    // timeouts not held against the peer: this process ran late while it waited
+	provMissed uint64    // INVITEs with no provisional response in time (ProvisionalMissed)
+	jitter     *rand.Rand
 	lastRTT    time.Duration
 	rtts       []time.Duration // round trips of the answered probes since the last TakeRTTs
 }
@@ -373,6 +389,36 @@ const (
 	SilenceOwnLag
 )
 
+// ProvisionalMissed is fast failure detection: an INVITE sent to t at sent (Now) got no provisional response within
+// the forwarder's short timer, so it went to another member. It counts as a missed probe: the consecutive failures
+// grow, and the peer goes down (ReasonNoProvisional) once they reach FailuresToDown, whether probes or INVITEs
+// missed. A member slow once keeps its users, since an answered probe or a prompt answer resets the count; with
+// probing disabled, the peer is down for DownHold from then on. As with probes, a miss while this process itself
+// ran late (LagExcuse) counts neither way.
+func (h *Health) ProvisionalMissed(t Target, sent time.Time) {
+	lagged := h.lagged(sent)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.peerLocked(t)
+	if lagged {
+		p.lagExcused++
+		h.log.Debug("no provisional response, but this process ran late meanwhile: not counted", "peer", t.Name,
+			"addr", t.Addr)
+		return
+	}
+	p.provMissed++
+	p.oks = 0
+	p.fails++
+	if !p.down && p.fails >= h.cfg.FailuresToDown {
+		h.transactionFailedLocked(t, ReasonNoProvisional)
+		return
+	}
+	if h.cfg.Interval > 0 && !p.watched {
+		p.watched = true
+		h.startLocked(p)
+	}
+}
+
 // lagged reports whether this process ran more than LagExcuse late since t (false without a LagSource or with
 // the excuse off).
 func (h *Health) lagged(t time.Time) bool {
@@ -421,7 +467,7 @@ func (h *Health) Snapshot() []PeerState {
 			Name: p.name, Addr: p.addr, Down: p.down, Since: p.since, Reason: p.reason, Watched: p.watched,
 			ConsecutiveFailures: p.fails, ConsecutiveSuccesses: p.oks,
 			Probes: p.probes, ProbeFailures: p.probeFails, LastProbeError: p.lastErr, ExcusedTimeouts: p.excused,
-			LateAnswers: p.late, LagExcused: p.lagExcused,
+			LateAnswers: p.late, LagExcused: p.lagExcused, ProvisionalMisses: p.provMissed,
 			LastProbeRTT: p.lastRTT,
 		})
 	}
@@ -557,6 +603,27 @@ func ProbePhase(seed uint64, peer string, interval time.Duration) time.Duration 
 	return time.Duration(r.Int64N(int64(interval)))
 }
 
+// jitter draws the next spread of p's probe period: uniform in [-Jitter, +Jitter] (HealthConfig.Jitter), from the
+// seed and the peer's name as the phase is. Only p's probe loop calls it.
+func (h *Health) jitter(p *peer) time.Duration {
+	if h.cfg.Jitter <= 0 {
+		return 0
+	}
+	if p.jitter == nil {
+		h.mu.Lock()
+		key := p.name
+		if key == "" {
+			key = p.addr
+		}
+		h.mu.Unlock()
+		f := fnv.New64a()
+		f.Write([]byte("jitter\x00" + strings.TrimSuffix(strings.ToLower(key), ".")))
+		k := f.Sum64()
+		p.jitter = rand.New(rand.NewPCG(h.seed^k, k^0x9e3779b97f4a7c15))
+	}
+	return time.Duration(p.jitter.Int64N(int64(2*h.cfg.Jitter)+1)) - h.cfg.Jitter
+}
+
 // expireLocked ends a passive down state whose DownHold has passed (probing disabled only).
 func (h *Health) expireLocked(p *peer, now time.Time) {
 	if h.cfg.Interval == 0 && p.down && !now.Before(p.holdUntil) {
@@ -594,7 +661,7 @@ func (h *Health) probeLoop(ctx context.Context, p *peer, phase time.Duration) {
 		}
 		h.probeResult(p, err, rtt, start)
 
-		wait := h.cfg.Interval - h.clock.Now().Sub(start)
+		wait := h.cfg.Interval + h.jitter(p) - h.clock.Now().Sub(start)
 		if wait <= 0 {
 			continue
 		}

@@ -362,3 +362,16 @@ func (s *testDNS) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 }
 
 func itoa(i int) string { return fmt.Sprint(i) }
+
+// NextAt is when the earliest pending timer fires (zero when none is pending).
+func (c *fakeClock) NextAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var at time.Time
+	for _, t := range c.timers {
+		if at.IsZero() || t.at.Before(at) {
+			at = t.at
+		}
+	}
+	return at
+}

@@ -14,6 +14,7 @@ const ContentType3GPPIMS = "application/3gpp-ims+xml"
 const (
 	ReasonNotRegisteredHere = "not registered here"  // a P-CSCF or S-CSCF without the user's state
 	ReasonSCSCFUnreachable  = "S-CSCF unreachable"   // the P-CSCF could not reach the user's S-CSCF
+	ReasonNoRestorationData = "no restoration data"  // an S-CSCF's takeover found no SCSCF-Restoration-Info in the HSS
 	ActionInitialRegister   = "initial-registration" // the only <action> TS 24.229 defines for restoration
 	TypeRestoration         = "restoration"
 )
