@@ -1,5 +1,11 @@
 package study
 
+import (
+	"encoding/json"
+
+	"github.com/imslab/quasipool/internal/analysis/report"
+)
+
 // PostDialDelayFigure draws experiment exp's post-dial-delay figure into dir/figures from the summary.json texts of
 // each scheme's runs (summaries[i] are schemes[i]'s); false when it draws nothing.
 func PostDialDelayFigure(dir, exp string, schemes []string, summaries [][][]byte) (Figure, bool, error) {
@@ -7,7 +13,11 @@ func PostDialDelayFigure(dir, exp string, schemes []string, summaries [][][]byte
 	for i, name := range schemes {
 		d := &schemeData{name: name, colour: colourOf(i)}
 		for _, b := range summaries[i] {
-			d.pdd.addJSON(b)
+			var s report.Summary
+			if err := json.Unmarshal(b, &s); err != nil {
+				return Figure{}, false, err
+			}
+			d.pdd.add(&s)
 		}
 		data = append(data, d)
 	}

@@ -1,7 +1,6 @@
 package study
 
 import (
-	"encoding/json"
 	"fmt"
 	"image/color"
 	"slices"
@@ -185,39 +184,18 @@ type postDialDelay struct {
 	Thinned bool
 }
 
-// pddKeys are the keys of summary.json's post_dial_delay the figure reads (milliseconds, per call; the values
-// are evenly thinned in a run with very many calls).
-type pddKeys struct {
-	Ringing *pddValues `json:"invite_to_180_ms"`
-	Answer  *pddValues `json:"invite_to_200_ms"`
-}
-
-type pddValues struct {
-	Values  []float64 `json:"values"`
-	Thinned bool      `json:"thinned"`
-}
-
-// add reads the post-dial delay of one run's summary (summary.json post_dial_delay), if it has it. The summary is
-// read by its keys, so that a summary without them (an older imslab) is no error.
+// add reads the post-dial delay of one run's summary (summary.json post_dial_delay, in milliseconds), if it has it
+// (a summary of an older imslab does not).
 func (p *postDialDelay) add(s *report.Summary) {
-	if b, err := json.Marshal(s); err == nil {
-		p.addJSON(b)
-	}
-}
-
-// addJSON reads the post-dial delay of a summary.json's text.
-func (p *postDialDelay) addJSON(b []byte) {
-	var k struct {
-		PDD *pddKeys `json:"post_dial_delay"`
-	}
-	if json.Unmarshal(b, &k) != nil || k.PDD == nil {
+	pdd := s.PostDialDelay
+	if pdd == nil {
 		return
 	}
 	p.Runs++
 	for _, v := range []struct {
-		src *pddValues
+		src *report.Distribution
 		dst *[]float64
-	}{{k.PDD.Ringing, &p.Ringing}, {k.PDD.Answer, &p.Answered}} {
+	}{{pdd.Ringing, &p.Ringing}, {pdd.Answer, &p.Answered}} {
 		if v.src == nil {
 			continue
 		}
