@@ -2,17 +2,11 @@ package report
 
 import (
 	"encoding/json"
-	"fmt"
-	"image/color"
 	"math"
 	"sort"
 
 	"gonum.org/v1/gonum/stat/distuv"
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-
-	"github.com/imslab/quasipool/internal/analysis/figure"
 )
 
 // z95 is the 0.975 quantile of the standard normal distribution (two-sided 95 % band).
@@ -441,85 +435,6 @@ func (c *KMCurve) steps(end float64) (line, band plotter.XYs) {
 		band = append(band, hi[i])
 	}
 	return line, band
-}
-
-// plotRestore draws the share of affected users restored (answered again) vs time since the fault (Kaplan–Meier),
-// for service (MT and MO) with its 95 % band, MT and MO alone, and the secondary "setup started" curve; the run's
-// own bound is marked. It returns SVG and PNG.
-func plotRestore(sv *Survival) (svg, png []byte, err error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Affected users answered again vs time since the fault (Kaplan–Meier, probes every %g s)",
-		sv.IntervalS)
-	p.X.Label.Text = "time since the fault (s)"
-	p.Y.Label.Text = "share of users restored"
-	p.Y.Min, p.Y.Max = 0, 1.02
-	p.Legend.Top = false
-	p.Legend.Left = false
-	// The whole observation when someone is censored (the plateau is the point); else up to the last restoration.
-	end := sv.ObservedS
-	if sv.MT.Censored+sv.MO.Censored+sv.Service.Censored+sv.SetupStarted.Censored == 0 {
-		last := sv.BoundS
-		for _, c := range []KMCurve{sv.MT, sv.MO, sv.Service, sv.SetupStarted} {
-			if n := len(c.Points); n > 0 {
-				last = max(last, c.Points[n-1].TS)
-			}
-		}
-		end = min(end, 1.25*last+sv.IntervalS)
-	}
-	p.X.Min, p.X.Max = 0, end
-	colMT, colMO := figure.Blue, figure.Green
-	for _, cv := range []struct {
-		name string
-		c    *KMCurve
-		col  color.RGBA
-		band bool
-	}{
-		{"MT and MO answered (service)", &sv.Service, colAffected, true},
-		{"MT answered", &sv.MT, colMT, false},
-		{"MO answered", &sv.MO, colMO, false},
-		{"setup started (probe placed)", &sv.SetupStarted, figure.Purple, false},
-	} {
-		if cv.c.N == 0 {
-			continue
-		}
-		line, band := cv.c.steps(end)
-		if cv.band {
-			poly, err := plotter.NewPolygon(band)
-			if err != nil {
-				return nil, nil, fmt.Errorf("report: plot: %w", err)
-			}
-			poly.Color = color.NRGBA{R: cv.col.R, G: cv.col.G, B: cv.col.B, A: 0x40}
-			poly.LineStyle.Width = 0
-			p.Add(poly)
-			p.Legend.Add("95 % band (Greenwood, log-log; Clopper–Pearson at 0 and 1)", poly)
-		}
-		l, err := plotter.NewLine(line)
-		if err != nil {
-			return nil, nil, fmt.Errorf("report: plot: %w", err)
-		}
-		l.Color = cv.col
-		l.Width = vg.Points(1.5)
-		if !cv.band {
-			l.Dashes = figure.CurveDash
-			l.Width = vg.Points(1)
-		}
-		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s, n = %d (%d censored)", cv.name, cv.c.N, cv.c.Censored), l)
-	}
-	if sv.BoundS > 0 {
-		b, err := plotter.NewLine(plotter.XYs{{X: sv.BoundS, Y: 0}, {X: sv.BoundS, Y: 1.02}})
-		if err != nil {
-			return nil, nil, fmt.Errorf("report: plot: %w", err)
-		}
-		b.Color = colFault
-		b.Dashes = figure.HealDash
-		p.Add(b)
-		p.Legend.Add(fmt.Sprintf("last detection + one probe interval (%.2f s)", sv.BoundS), b)
-	}
-	if svg, png, err = figure.SVGAndPNG(p, figure.Wide); err != nil {
-		return nil, nil, fmt.Errorf("report: plot: %w", err)
-	}
-	return svg, png, nil
 }
 
 // probedFault is the fault the bound of the restoration curve counts from: the first, in time, that affected a
