@@ -224,6 +224,32 @@ var _ = Describe("the measured Table 1", Label("unit"), func() {
 		Expect(rep.Metric("peak_load_ratio").Stat.Mean).To(Equal(1.48))
 	})
 
+	It("gives a taken-over share an interval on the users tested (effective n), not on the runs", func() {
+		// Five runs in which none of 10 affected users tested was served before re-registering.
+		var runs []compare.RepeatRun
+		for i := range 5 {
+			s := fixture("load-sharing")
+			zero := 0.0
+			s.MO.TakenOverBeforeReregistration, s.MO.UsersTested = &zero, 10
+			s.MT.TakenOverBeforeReregistration, s.MT.UsersTested = &zero, 10
+			runs = append(runs, compare.RepeatRun{Seed: int64(i + 1), Summary: s})
+		}
+		rep, err := compare.Aggregate("x", "load-sharing", runs)
+		Expect(err).NotTo(HaveOccurred())
+		for _, kpi := range []string{"mo_taken_over", "mt_taken_over"} {
+			m := rep.Metric(kpi)
+			Expect(m).NotTo(BeNil(), kpi)
+			Expect(m.Stat.Method).To(Equal(stats.MethodSharesUsers), kpi)
+			Expect(m.Stat.MeanCI.Low).To(BeZero())
+			Expect(m.Stat.MeanCI.High).To(BeNumerically(">", 0), "no zero-width interval")
+			Expect(m.Stat.MeanCI.High).To(BeNumerically("<", 0.25), "50 users tested, not 5 runs (which give 0.522)")
+		}
+		runs[2].Summary.MO.UsersTested = 0
+		rep, err = compare.Aggregate("x", "load-sharing", runs)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rep.Metric("mo_taken_over").Stat.Method).To(Equal(stats.MethodSharesRuns), "a run without users: the runs")
+	})
+
 	It("writes one row per scheme in table1.csv, compare.md/html/json and the plots", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
 		vs, err := compare.ParseVariants("quasi-pool,load-sharing,n-plus-1")

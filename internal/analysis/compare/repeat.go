@@ -82,6 +82,9 @@ type repeatKPI struct {
 	name, unit, per, doc string
 	run                  func(*report.Summary) *float64 // per run
 	user                 func(report.UserKPI) *float64  // per affected user
+	// trials (a share of users, per run): the users the run's share was measured on, the trials of its interval
+	// over Korn–Graubard's effective n; 0 where unknown (then the runs are the trials).
+	trials func(*report.Summary) float64
 }
 
 var repeatKPIs = []repeatKPI{
@@ -105,9 +108,11 @@ var repeatKPIs = []repeatKPI{
 	{name: "rereg_s", unit: "s", per: "user", doc: "per affected user: fault → next successful registration",
 		user: func(u report.UserKPI) *float64 { return u.ReregS }},
 	{name: "mo_taken_over", unit: "share", per: "run", doc: "share of the affected users tested (users_tested) served (MO) by a call started before re-registering",
-		run: func(s *report.Summary) *float64 { return s.MO.TakenOverBeforeReregistration }},
+		run:    func(s *report.Summary) *float64 { return s.MO.TakenOverBeforeReregistration },
+		trials: func(s *report.Summary) float64 { return float64(s.MO.UsersTested) }},
 	{name: "mt_taken_over", unit: "share", per: "run", doc: "share of the affected users tested (users_tested) served (MT) by a call started before re-registering",
-		run: func(s *report.Summary) *float64 { return s.MT.TakenOverBeforeReregistration }},
+		run:    func(s *report.Summary) *float64 { return s.MT.TakenOverBeforeReregistration },
+		trials: func(s *report.Summary) float64 { return float64(s.MT.UsersTested) }},
 	{name: "mo_success_after_detection", unit: "share", per: "run", doc: "affected users' MO calls answered after detection",
 		run: func(s *report.Summary) *float64 { return s.MO.SuccessRatioAfterDetection }},
 	{name: "mt_success_after_detection", unit: "share", per: "run", doc: "affected users' MT calls answered after detection",
@@ -183,7 +188,7 @@ func Aggregate(scenarioName, variant string, runs []RepeatRun) (*Repeat, error) 
 				}
 			}
 		}
-		st, err := summarise(k, groups, bootSeed)
+		st, err := summarise(k, groups, sums, bootSeed)
 		if errors.Is(err, stats.ErrNoValues) {
 			continue
 		}
@@ -195,9 +200,10 @@ func Aggregate(scenarioName, variant string, runs []RepeatRun) (*Repeat, error) 
 	return r, nil
 }
 
-// summarise is a KPI's summary over the runs: a share's interval is Clopper–Pearson with the runs as the trials,
-// a per-run mean's Student's t, a per-user mean's cluster-robust t (docs/compare.md, "Repetitions").
-func summarise(k repeatKPI, groups [][]float64, seed uint64) (stats.Summary, error) {
+// summarise is a KPI's summary over the runs: a share's interval is Clopper–Pearson with the runs as the trials
+// (a share of users with k.trials: on the users' effective n), a per-run mean's Student's t, a per-user mean's
+// cluster-robust t (docs/compare.md, "Repetitions").
+func summarise(k repeatKPI, groups [][]float64, sums []*report.Summary, seed uint64) (stats.Summary, error) {
 	if k.unit != "share" || k.run == nil {
 		return stats.Clustered(groups, seed)
 	}
@@ -208,7 +214,14 @@ func summarise(k repeatKPI, groups [][]float64, seed uint64) (stats.Summary, err
 			vals[i] = g[0]
 		}
 	}
-	return stats.Share(vals, nil, seed)
+	var users []float64
+	if k.trials != nil {
+		users = make([]float64, len(sums))
+		for i, s := range sums {
+			users[i] = k.trials(s) // 0 in any run with a value: stats.Share falls back to the runs
+		}
+	}
+	return stats.Share(vals, users, seed)
 }
 
 // WriteRepeat writes repeat.json and repeat.md into dir.

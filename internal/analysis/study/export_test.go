@@ -16,6 +16,3 @@ func CurveBand(times [][]float64, restored [][]bool, grid []float64, seed uint64
 	}
 	return curveBand(runs, grid, seed)
 }
-
-// Summarise exposes summarise: the interval of one per-run KPI over the runs.
-var Summarise = summarise

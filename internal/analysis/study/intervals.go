@@ -14,17 +14,10 @@ import (
 // every KPI in the unit "share" but pool_cpu_extra_share, a relative difference that can be negative.
 func isShare(name, unit string) bool { return unit == "share" && name != "pool_cpu_extra_share" }
 
-// shareUsers returns the users behind a run's value of a share of users: a restoration share (the probed users of
-// the curve it is read from) or a taken-over share (the affected users tested, mo|mt.users_tested), which are
-// then the trials of its interval over Korn–Graubard's effective n; false for a share whose trials are the runs
-// (the per-fault shares, the call shares).
+// shareUsers returns the users behind a run's value of a restoration share (the probed users of the curve it is
+// read from), which are then the trials of its interval over Korn–Graubard's effective n; false for a share
+// whose trials are the runs (the per-fault shares, the takeover and call shares).
 func shareUsers(name string, s *report.Summary) (float64, bool) {
-	switch name {
-	case "mo_taken_over":
-		return float64(s.MO.UsersTested), s.MO.UsersTested > 0
-	case "mt_taken_over":
-		return float64(s.MT.UsersTested), s.MT.UsersTested > 0
-	}
 	if s.Survival == nil || strings.HasPrefix(name, "restored_at_end_fault") {
 		return 0, false
 	}
@@ -61,7 +54,7 @@ func summarise(name, unit string, vals []float64, sums []*report.Summary, seed u
 }
 
 // ciText says in study.md and results.md how each interval is made.
-const ciText = "The interval of a mean is Student's t over the runs, of a per-user mean the cluster-robust t with the runs as clusters (the users of one run are not independent), of a share Clopper–Pearson on an effective n (a restoration or taken-over share's users over the design effect between runs, other shares' runs), of a median a percentile bootstrap over runs (docs/compare.md, \"Repetitions\"); with one run there is none."
+const ciText = "The interval of a mean is Student's t over the runs, of a per-user mean the cluster-robust t with the runs as clusters (the users of one run are not independent), of a share Clopper–Pearson on an effective n (a restoration share's probed users over the design effect between runs, other shares' runs), of a median a percentile bootstrap over runs (docs/compare.md, \"Repetitions\"); with one run there is none."
 
 // healthMarkdown says which runs were left out as invalid by their health record, set aside and run again, or
 // aggregated without one.
