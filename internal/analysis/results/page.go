@@ -22,7 +22,7 @@ import (
 )
 
 // Studies are the published studies, in docs/results.md's order (docs/results/study-<name>).
-var Studies = []string{"published", "risk", "cost", "table1", "sweeps"}
+var Studies = []string{"published", "risk", "cost", "table1", "sweeps", "mixed-pool"}
 
 // Page is the file whose generated sections Page's methods rewrite.
 const Page = "docs/results.md"

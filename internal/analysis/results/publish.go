@@ -145,8 +145,10 @@ func countProbes(records string) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// studyRunFiles are the files of a finished study run its results come from.
-var studyRunFiles = []string{"study-run.json", "study-env.json", "summary.json", "expectations.json", "users.csv", "scenario.json"}
+// studyRunFiles are the files of a finished study run its results come from; binaries.json is the build that ran
+// (the study's build check reads it from the published copy too).
+var studyRunFiles = []string{"study-run.json", "study-env.json", "summary.json", "expectations.json", "users.csv", "scenario.json",
+	"binaries.json"}
 
 // studyPlots are the plots repetition 1 of every experiment and scheme keeps: the example runs docs/results.md
 // links to.
