@@ -19,7 +19,7 @@ test-lab:        ## lab tier: real labs (local, namespaces, compose) one package
 	@$(call tier,lab,bin=$$(go run ./cmd/imslab build) && race=$$(go run ./cmd/imslab build --race) && \
 	  IMSLAB_TIER=lab IMSLAB_BIN_DIR=$$bin IMSLAB_RACE_BIN_DIR=$$race go test -count=1 -p 1 -timeout 40m $(LAB_PKGS))
 
-test-full:       ## every spec: the whole matrix of scenarios and backends, comparisons, the quick study, bench smoke, docs
+test-full:       ## every spec: the whole matrix of scenarios and backends, comparisons, bench smoke, docs
 	@$(call tier,full,bin=$$(go run ./cmd/imslab build) && race=$$(go run ./cmd/imslab build --race) && \
 	  IMSLAB_TIER=full IMSLAB_BIN_DIR=$$bin IMSLAB_RACE_BIN_DIR=$$race go test -count=1 -p 1 -timeout 150m ./...)
 

@@ -5,9 +5,10 @@
 //
 //	fast (default)  unit and integration specs: in-process, fake peers; what `go test -race ./...` runs
 //	lab             specs that start real labs, namespaces or containers (labels e2e, netns, docker), but not
-//	                those labelled full; what `make test-lab` runs, without -race, on nodes built once
-//	full            every spec: the whole matrix of shipped scenarios and backends, repeated comparisons, the
-//	                quick study and the bench smoke; what `make test-full` runs
+//	                those labelled full (the quick study and the Kamailio interop suite among them); what
+//	                `make test-lab` runs, without -race, on nodes built once
+//	full            every spec: the whole matrix of shipped scenarios and backends, repeated comparisons and
+//	                the bench smoke; what `make test-full` runs
 package testtier
 
 import (
